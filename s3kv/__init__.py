@@ -1,0 +1,67 @@
+"""s3kv: vLLM KV-cache blocks in S3-compatible object storage.
+
+Keys are byte-identical to vLLM 0.33.0's ``FileMapper``; see :class:`Namespace`,
+:class:`KeyMapper` and :func:`parse_key`.
+"""
+
+from s3kv.errors import (
+    AccessDeniedError,
+    BucketNotFoundError,
+    ChecksumMismatchError,
+    IntegrityError,
+    InvalidInputError,
+    InvalidKeyError,
+    InvalidLocationError,
+    InvalidNamespaceError,
+    InvalidPrefixError,
+    ManifestError,
+    ManifestMismatchError,
+    ManifestMissingError,
+    NamespaceConflictError,
+    NotAnS3KVKeyError,
+    ObjectNotFoundError,
+    S3KVError,
+    SettingsError,
+    SizeMismatchError,
+    StoreError,
+    TransferCancelledError,
+    TransferError,
+    TransientStoreError,
+)
+from s3kv.keys import KeyMapper, make_offload_key, split_offload_key
+from s3kv.namespace import Namespace
+from s3kv.parse import ParsedKey, parse_key
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AccessDeniedError",
+    "BucketNotFoundError",
+    "ChecksumMismatchError",
+    "IntegrityError",
+    "InvalidInputError",
+    "InvalidKeyError",
+    "InvalidLocationError",
+    "InvalidNamespaceError",
+    "InvalidPrefixError",
+    "KeyMapper",
+    "ManifestError",
+    "ManifestMismatchError",
+    "ManifestMissingError",
+    "Namespace",
+    "NamespaceConflictError",
+    "NotAnS3KVKeyError",
+    "ObjectNotFoundError",
+    "ParsedKey",
+    "S3KVError",
+    "SettingsError",
+    "SizeMismatchError",
+    "StoreError",
+    "TransferCancelledError",
+    "TransferError",
+    "TransientStoreError",
+    "__version__",
+    "make_offload_key",
+    "parse_key",
+    "split_offload_key",
+]

@@ -1,0 +1,31 @@
+"""The ``s3kv`` command line: a thin layer over the library.
+
+Exit codes (also in ``s3kv --help``):
+
+* 0  success
+* 1  the command ran and found problems (verify findings, blocks that failed to transfer)
+* 2  bad usage or invalid input (flags, locations, namespaces, keys)
+* 3  not found (bucket, manifest, directory)
+* 4  access denied
+* 5  the store failed (network, throttling past the retry deadline, server errors)
+* 6  integrity error (checksum or size mismatch)
+* 130 interrupted (Ctrl-C)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from s3kv.cli.app import build_parser, run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``s3kv`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run(parser, args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""``s3kv key``: show a namespace and where its blocks live, without touching a store."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from s3kv.cli.options import add_common, add_namespace, dumps, namespace_from_args
+from s3kv.errors import InvalidKeyError
+from s3kv.keys import KeyMapper, make_offload_key
+from s3kv.location import parse_location
+
+EXAMPLES = """\
+examples:
+  # the folder, digest and manifest key of a deployment, and one block's key
+  s3kv key s3://my-bucket/kv --model meta-llama/Llama-3.1-8B-Instruct \\
+      --tokens-per-hash 16 --dtype bfloat16 --block-hash 00a1b2c3d4e5f607
+
+  # the same for a tree vLLM's filesystem tier wrote (namespace from its config.json)
+  s3kv key /mnt/kv --manifest /mnt/kv/meta-llama_Llama-3.1-8B-Instruct_7b5b9262b950/config.json
+
+  # keys as vLLM's object-store tier writes them (with '//'), as JSON
+  s3kv key s3://my-bucket/kv --style vllm-obj --model m --tokens-per-hash 16 \\
+      --dtype float16 --parallel-agnostic --block-hash 00a1b2 --json
+"""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "key",
+        help="print a namespace's digest, manifest key and block keys (no I/O)",
+        description="Print a namespace (fields, digest, manifest key) and the key of each "
+        "given block hash, exactly as vLLM 0.33.0's FileMapper names them.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "location",
+        nargs="?",
+        default="",
+        help="s3://bucket/prefix or a directory (default: keys relative to the root)",
+    )
+    parser.add_argument(
+        "--block-hash",
+        action="append",
+        default=[],
+        metavar="HEX",
+        help="a block hash in hex (repeatable)",
+    )
+    parser.add_argument("--group-idx", type=int, default=0, help="KV-cache group index; default 0")
+    parser.add_argument("--style", choices=["s3kv", "vllm-obj"], default="s3kv")
+    add_namespace(parser)
+    add_common(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    namespace = namespace_from_args(args)
+    location = parse_location(args.location) if args.location else None
+    prefix = location.prefix if location else ""
+    mapper = KeyMapper(namespace, prefix=prefix, style=args.style)
+
+    def address(key: str) -> str:
+        return location.url_for(key) if location else key
+
+    blocks = []
+    for text in args.block_hash:
+        try:
+            block_hash = bytes.fromhex(text)
+        except ValueError:
+            raise InvalidKeyError(
+                f"--block-hash {text!r} is not hex; give the hash as hex digits, e.g. 00a1b2c3"
+            ) from None
+        offload_key = make_offload_key(block_hash, args.group_idx)
+        blocks.append(
+            {
+                "block_hash": text.lower(),
+                "group_idx": args.group_idx,
+                "offload_key": offload_key.hex(),
+                "key": address(mapper.key_for(offload_key)),
+            }
+        )
+    result = {
+        "folder": namespace.folder,
+        "digest": namespace.digest,
+        "rank": namespace.rank,
+        "style": args.style,
+        "fields": namespace.fields,
+        "manifest": address(mapper.config_key()),
+        "rank_prefix": address(mapper.rank_prefix()),
+        "blocks": blocks,
+    }
+    if args.json:
+        print(dumps(result))
+        return 0
+    print(f"namespace  {namespace.folder}  (digest {namespace.digest}, rank {namespace.rank})")
+    print(f"manifest   {result['manifest']}")
+    print(f"blocks in  {result['rank_prefix']}")
+    print("fields     " + dumps(namespace.fields).replace("\n", "\n           "))
+    for block in blocks:
+        print(f"block      {block['block_hash']} g{block['group_idx']} -> {block['key']}")
+    return 0

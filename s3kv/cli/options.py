@@ -1,0 +1,96 @@
+"""Flags shared by several commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from s3kv.errors import InvalidNamespaceError
+from s3kv.namespace import Namespace
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a machine-readable result")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+
+
+def add_namespace(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "namespace (vLLM run config; or --manifest to read it from a config.json)"
+    )
+    group.add_argument("--manifest", metavar="FILE", help="read the namespace from a config.json")
+    group.add_argument("--model", dest="model_name", help="model name, e.g. meta-llama/Llama-3.1-8B")
+    group.add_argument("--tokens-per-hash", type=int, help="tokens per block hash (block size)")
+    group.add_argument("--dtype", help="KV-cache dtype as vLLM names it, e.g. bfloat16")
+    group.add_argument("--blocks-per-file", type=int, default=1, help="default: 1")
+    for name in ("tp", "pp", "pcp", "dcp"):
+        group.add_argument(f"--{name}-size", type=int, default=1, help="default: 1")
+    group.add_argument("--rank", type=int, default=0, help="worker rank (not hashed); default 0")
+    group.add_argument(
+        "--group",
+        dest="groups",
+        action="append",
+        metavar="TOKENS:LAYER[,LAYER...]",
+        help="a KV-cache group, e.g. 16:model.layers.0.self_attn.attn,model.layers.1.self_attn.attn"
+        " (repeat per group, in vLLM's order)",
+    )
+    group.add_argument("--inference-engine", default="vllm", help="default: vllm")
+    group.add_argument("--parallel-agnostic", action="store_true")
+    group.add_argument("--replicated-layout", action="store_true")
+    group.add_argument("--canonical-format", help="e.g. v1-nhd")
+
+
+def namespace_from_args(args: argparse.Namespace) -> Namespace:
+    if args.manifest:
+        try:
+            with open(args.manifest, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise InvalidNamespaceError(
+                f"cannot read manifest {args.manifest!r}: {exc.strerror}"
+            ) from None
+        return Namespace.from_manifest(data, rank=args.rank)
+    missing = [
+        flag
+        for flag, value in (
+            ("--model", args.model_name),
+            ("--tokens-per-hash", args.tokens_per_hash),
+            ("--dtype", args.dtype),
+        )
+        if value is None
+    ]
+    if missing:
+        raise InvalidNamespaceError(
+            f"missing {', '.join(missing)}: give the run config's fields, or --manifest FILE"
+        )
+    kw: dict[str, Any] = {
+        "model_name": args.model_name,
+        "tokens_per_hash": args.tokens_per_hash,
+        "dtype": args.dtype,
+        "blocks_per_file": args.blocks_per_file,
+        "tp_size": args.tp_size,
+        "pp_size": args.pp_size,
+        "pcp_size": args.pcp_size,
+        "dcp_size": args.dcp_size,
+        "rank": args.rank,
+        "kv_cache_groups": [_parse_group(g) for g in args.groups or []],
+        "inference_engine": args.inference_engine,
+        "parallel_agnostic": args.parallel_agnostic,
+        "replicated_layout": args.replicated_layout,
+        "canonical_format": args.canonical_format,
+    }
+    return Namespace(**kw)
+
+
+def _parse_group(text: str) -> dict[str, Any]:
+    tokens, sep, layers = text.partition(":")
+    if not sep or not tokens.isdigit():
+        raise InvalidNamespaceError(
+            f"--group {text!r}: expected TOKENS:LAYER[,LAYER...], e.g. 16:layers.0,layers.1"
+        )
+    return {"tokens_per_block": int(tokens), "layer_names": [n for n in layers.split(",") if n]}
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,128 @@
+"""The one exception tree of s3kv.
+
+Every error s3kv raises on purpose derives from :class:`S3KVError`. Errors about the
+caller's input also derive from :class:`ValueError`; "not there" errors from
+:class:`FileNotFoundError`; permission errors from :class:`PermissionError`, so callers
+can catch either the s3kv class or the matching built-in::
+
+    S3KVError
+    ├── InvalidInputError (ValueError)         bad argument, flag or environment value
+    │   ├── InvalidNamespaceError              a run-config field vLLM would hash differently
+    │   ├── InvalidKeyError                    block hash, group index, offload key
+    │   ├── InvalidPrefixError                 key prefix or over-long key
+    │   ├── NotAnS3KVKeyError                  a key outside the vLLM/s3kv layout
+    │   ├── InvalidLocationError               s3://bucket/prefix URL or directory
+    │   └── SettingsError                      connection settings
+    ├── ManifestError                          config.json unreadable or inconsistent
+    │   ├── ManifestMissingError (FileNotFoundError)
+    │   ├── ManifestMismatchError              fields do not hash to the folder's digest
+    │   └── NamespaceConflictError             an existing manifest holds other fields
+    ├── StoreError                             the object store or directory failed
+    │   ├── ObjectNotFoundError (FileNotFoundError)
+    │   ├── AccessDeniedError (PermissionError)
+    │   ├── BucketNotFoundError (FileNotFoundError)
+    │   └── TransientStoreError                throttling, 5xx, dropped connection
+    ├── IntegrityError                         a block's bytes are not what was stored
+    │   ├── SizeMismatchError
+    │   └── ChecksumMismatchError
+    └── TransferError                          a batch finished with failed blocks
+        └── TransferCancelledError
+
+Store errors are translated from botocore/OS errors in one place (``s3kv.stores.errors``).
+"""
+
+from __future__ import annotations
+
+
+class S3KVError(Exception):
+    """Base class of every error s3kv raises on purpose."""
+
+
+class InvalidInputError(S3KVError, ValueError):
+    """An argument, flag or environment value is not acceptable."""
+
+
+class InvalidNamespaceError(InvalidInputError):
+    """A namespace (vLLM run-config) field is invalid."""
+
+
+class InvalidKeyError(InvalidInputError):
+    """A block hash, group index or OffloadKey is invalid."""
+
+
+class InvalidPrefixError(InvalidInputError):
+    """A key prefix is invalid, or a key would exceed S3's 1,024-byte limit."""
+
+
+class NotAnS3KVKeyError(InvalidInputError):
+    """A key does not follow the vLLM/s3kv layout."""
+
+
+class InvalidLocationError(InvalidInputError):
+    """A location is neither ``s3://bucket[/prefix]`` nor a usable directory."""
+
+
+class SettingsError(InvalidInputError):
+    """Connection settings are invalid."""
+
+
+class ManifestError(S3KVError):
+    """A namespace manifest (``config.json``) is unreadable or inconsistent."""
+
+
+class ManifestMissingError(ManifestError, FileNotFoundError):
+    """A namespace has no manifest and the caller requires one."""
+
+
+class ManifestMismatchError(ManifestError):
+    """A manifest's fields do not hash to the digest of the folder holding it."""
+
+
+class NamespaceConflictError(ManifestError):
+    """An existing manifest holds different fields than the namespace being written."""
+
+
+class StoreError(S3KVError):
+    """The object store or directory failed an operation."""
+
+
+class ObjectNotFoundError(StoreError, FileNotFoundError):
+    """The object does not exist."""
+
+
+class BucketNotFoundError(StoreError, FileNotFoundError):
+    """The bucket does not exist."""
+
+
+class AccessDeniedError(StoreError, PermissionError):
+    """The credentials in use may not perform the operation."""
+
+
+class TransientStoreError(StoreError):
+    """A failure worth retrying: throttling, a 5xx, a dropped connection, a race."""
+
+
+class IntegrityError(S3KVError):
+    """A block's bytes are not what was stored."""
+
+
+class SizeMismatchError(IntegrityError):
+    """A block's size differs from the size expected."""
+
+
+class ChecksumMismatchError(IntegrityError):
+    """A block's checksum differs from the one recorded when it was stored."""
+
+
+class TransferError(S3KVError):
+    """A batch transfer finished with failed blocks."""
+
+
+class TransferCancelledError(TransferError):
+    """A batch transfer was cancelled before it finished."""
+
+
+def describe_value(value: object, limit: int = 80) -> str:
+    """A short repr for error messages (long values are cut)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
