@@ -28,9 +28,14 @@ from s3kv.errors import (
     TransferError,
     TransientStoreError,
 )
+from s3kv.downloader import Downloader
+from s3kv.jobs import TransferJob
 from s3kv.keys import KeyMapper, make_offload_key, split_offload_key
 from s3kv.namespace import Namespace
 from s3kv.parse import ParsedKey, parse_key
+from s3kv.report import TransferReport
+from s3kv.settings import S3Settings
+from s3kv.uploader import Uploader
 
 __version__ = "0.1.0"
 
@@ -38,6 +43,7 @@ __all__ = [
     "AccessDeniedError",
     "BucketNotFoundError",
     "ChecksumMismatchError",
+    "Downloader",
     "IntegrityError",
     "InvalidInputError",
     "InvalidKeyError",
@@ -54,12 +60,16 @@ __all__ = [
     "ObjectNotFoundError",
     "ParsedKey",
     "S3KVError",
+    "S3Settings",
     "SettingsError",
     "SizeMismatchError",
     "StoreError",
     "TransferCancelledError",
     "TransferError",
+    "TransferJob",
+    "TransferReport",
     "TransientStoreError",
+    "Uploader",
     "__version__",
     "make_offload_key",
     "parse_key",

@@ -25,8 +25,11 @@ vllm_pin="vllm==0.33.0"
 vllm_runtime_deps=(
   numpy packaging msgspec psutil pyzmq urllib3 regex transformers cbor2 aiohttp
   requests openai-harmony openai pillow pybase64 cachetools cloudpickle uvloop
-  py-cpuinfo prometheus_client xgrammar fastapi partial_json_parser llguidance
+  py-cpuinfo prometheus_client fastapi partial_json_parser llguidance
 )
+# xgrammar is installed without its dependencies: they pull in triton (1 GB), which
+# vllm.v1.kv_offload never needs; typing-extensions comes with torch.
+no_deps_extra=(xgrammar apache-tvm-ffi)
 test_deps=(pytest pytest-timeout "moto[server]" hypothesis)
 
 want_stamp() {
@@ -78,6 +81,7 @@ with open(sys.argv[1], "a") as out:
         out.write(f"{req.name}{req.specifier}{marker}\n")
 PY
 "${pip[@]}" install --quiet -c "$constraints" "${vllm_runtime_deps[@]}" "${test_deps[@]}"
+"${pip[@]}" install --quiet -c "$constraints" --no-deps "${no_deps_extra[@]}"
 if [[ -f "$repo/pyproject.toml" ]]; then
   "${pip[@]}" install --quiet -c "$constraints" -e "$repo"
 else
@@ -97,6 +101,7 @@ if torch.__version__ != "2.13.0+cpu" or cuda:
     sys.exit(f"vllm-venv: wrong torch {torch.__version__}, CUDA wheels: {cuda}")
 
 import vllm  # noqa: F401
+import xgrammar  # noqa: F401
 import vllm.v1.kv_offload.tiering.base  # noqa: F401
 import vllm.v1.kv_offload.tiering.fs.manager  # noqa: F401
 print(f"vllm-venv: torch {torch.__version__}, vllm {md.version('vllm')} ok")

@@ -1,0 +1,234 @@
+"""Reading a namespace's blocks: lookups, verified zero-copy loads, ranged reads."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from s3kv import integrity
+from s3kv.errors import (
+    IntegrityError,
+    InvalidInputError,
+    ManifestError,
+    ManifestMismatchError,
+    ManifestMissingError,
+    ObjectNotFoundError,
+    S3KVError,
+    SizeMismatchError,
+)
+from s3kv.jobs import BlockResult, TransferJob
+from s3kv.lookup import LookupStats, PresenceCache, prefix_length
+from s3kv.namespace import Namespace
+from s3kv.report import TransferReport
+from s3kv.retry import with_retries
+from s3kv.transfer import Transfer, as_bytes_view, offload_key_of
+
+INTEGRITY_RETRIES = 1
+"""Re-read a block once after a checksum mismatch: it may have been damaged in flight."""
+
+
+class Downloader(Transfer):
+    """Looks up and loads blocks of one namespace from a location.
+
+    By default the namespace's manifest must exist and hash to the namespace's digest
+    (checked once, before the first read); pass ``require_manifest=False`` for caches
+    written without one (vLLM's object-store tier).
+    """
+
+    def __init__(self, *args: Any, require_manifest: bool = True, lookup_fanout: int = 8,
+                 presence_cache: PresenceCache | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.require_manifest = require_manifest
+        self.lookup_fanout = max(1, lookup_fanout)
+        self.presence = presence_cache if presence_cache is not None else PresenceCache()
+        self.last_lookup = LookupStats()
+        self._manifest_checked = False
+
+    # -- manifest ---------------------------------------------------------------------
+
+    def verify_manifest(self, *, allow_missing: bool = False) -> Namespace | None:
+        """Check that the stored manifest's fields hash to this namespace's digest.
+
+        Returns the namespace it describes, or None if there is none and
+        ``allow_missing`` is set; otherwise raises :class:`ManifestMissingError`.
+        """
+        key = self.keys.config_key()
+        url = self.url_for(key)
+        try:
+            data, _ = with_retries(lambda: self.store.get(key), self.settings)
+        except ObjectNotFoundError:
+            if allow_missing:
+                return None
+            raise ManifestMissingError(
+                f"{url}: no manifest; push the cache with s3kv (which writes it first), or "
+                "read without one (require_manifest=False) if vLLM's object-store tier wrote it"
+            ) from None
+        try:
+            stored = Namespace.from_manifest(data, rank=self.namespace.rank)
+        except ManifestError as exc:
+            raise ManifestError(f"{url}: {exc}") from None
+        if stored.digest != self.namespace.digest:
+            raise ManifestMismatchError(
+                f"{url}: its fields hash to {stored.digest}, not to the folder's digest "
+                f"{self.namespace.digest}.\n  stored: {stored.fields}\n"
+                f"  expected: {self.namespace.fields}"
+            )
+        return stored
+
+    def _check_manifest(self) -> None:
+        if not self._manifest_checked:
+            self.verify_manifest(allow_missing=not self.require_manifest)
+            self._manifest_checked = True
+
+    # -- presence ---------------------------------------------------------------------
+
+    def contains(self, keys: Sequence[Any]) -> list[bool]:
+        """Whether each block exists (concurrent HEADs; answers are cached)."""
+        self._check_manifest()
+        return self._probe([self.keys.key_for(offload_key_of(k)) for k in keys])
+
+    def lookup(self, keys: Sequence[Any]) -> int:
+        """How many leading blocks of the chain ``keys`` are stored (vLLM's prefix hits).
+
+        O(log n) round trips of concurrent HEADs; see :mod:`s3kv.lookup` for chains with
+        holes.
+        """
+        self._check_manifest()
+        object_keys = [self.keys.key_for(offload_key_of(k)) for k in keys]
+        stats = LookupStats()
+        sent_before = self._requests
+
+        def probe(positions: Sequence[int]) -> Sequence[bool]:
+            return self._probe([object_keys[p] for p in positions])
+
+        result = prefix_length(len(object_keys), probe, fanout=self.lookup_fanout, stats=stats)
+        stats.requests = self._requests - sent_before
+        self.last_lookup = stats
+        return result
+
+    _requests = 0
+
+    def _probe(self, object_keys: Sequence[str]) -> list[bool]:
+        answers: list[bool | None] = [self.presence.get(k) for k in object_keys]
+        unknown = [i for i, a in enumerate(answers) if a is None]
+        if unknown:
+            self._requests += len(unknown)
+
+            def head(key: str) -> bool:
+                return with_retries(lambda: self.store.head(key), self.settings) is not None
+
+            if len(unknown) == 1:
+                found = [head(object_keys[unknown[0]])]
+            else:
+                found = list(self.executor.map(head, [object_keys[i] for i in unknown]))
+            for i, present in zip(unknown, found):
+                answers[i] = present
+                self.presence.put(object_keys[i], present)
+        return [bool(a) for a in answers]
+
+    # -- loads ------------------------------------------------------------------------
+
+    def get_blocks(self, keys: Sequence[Any], into: Any = None) -> TransferReport:
+        """Load blocks and wait. See :meth:`submit_get_blocks`."""
+        return self.submit_get_blocks(keys, into).wait()
+
+    def submit_get_blocks(self, keys: Sequence[Any], into: Any = None) -> TransferJob:
+        """Start loading blocks; returns a job to poll, wait on or cancel.
+
+        With ``into`` (a sequence of writable buffers aligned with ``keys``, or a mapping
+        key -> buffer, e.g. rows of a preallocated array), bytes land directly in the
+        buffers; each buffer must be exactly its block's size. Without it, the report's
+        ``data`` holds the bytes. A block whose checksum or size is wrong is reported
+        failed and its buffer zeroed; a block that does not exist is reported missing.
+        """
+        self._check_manifest()
+        offload_keys = [offload_key_of(k) for k in keys]
+        buffers: list[memoryview | None]
+        if into is None:
+            buffers = [None] * len(offload_keys)
+        elif isinstance(into, Mapping):
+            buffers = [as_bytes_view(into[k], k, writable=True) for k in offload_keys]
+        else:
+            if len(into) != len(offload_keys):
+                raise InvalidInputError(
+                    f"into has {len(into)} buffers for {len(offload_keys)} keys; pass one "
+                    "buffer per key"
+                )
+            buffers = [as_bytes_view(b, k, writable=True) for k, b in zip(offload_keys, into)]
+        tasks = [(k, self._task(k, b)) for k, b in zip(offload_keys, buffers)]
+        return TransferJob("download", self.executor, tasks)
+
+    def _task(self, key: bytes, buffer: memoryview | None) -> Any:
+        object_key = self.keys.key_for(key)
+        where = self.url_for(object_key)
+
+        def run(cancelled: threading.Event) -> BlockResult:
+            for attempt in range(INTEGRITY_RETRIES + 1):
+                try:
+                    return self._load(key, object_key, buffer, where, cancelled)
+                except ObjectNotFoundError:
+                    self.presence.forget(object_key)
+                    return BlockResult(key, "missing")
+                except SizeMismatchError as exc:
+                    return BlockResult(key, "failed", reason=str(exc))
+                except IntegrityError as exc:
+                    if attempt == INTEGRITY_RETRIES:
+                        _zero(buffer)
+                        return BlockResult(key, "failed", reason=str(exc))
+                except S3KVError:
+                    _zero(buffer)  # a read that died midway left part of a block behind
+                    raise
+            raise AssertionError("unreachable")
+
+        return run
+
+    def _load(
+        self,
+        key: bytes,
+        object_key: str,
+        buffer: memoryview | None,
+        where: str,
+        cancelled: threading.Event,
+    ) -> BlockResult:
+        if buffer is None:
+            data, info = with_retries(
+                lambda: self.store.get(object_key), self.settings, cancelled=cancelled
+            )
+            view: memoryview = memoryview(data)
+        else:
+            info = with_retries(
+                lambda: self.store.get_into(object_key, buffer), self.settings, cancelled=cancelled
+            )
+            view = buffer
+        if info.checksum is not None:
+            integrity.verify(info.checksum, view, where=where)
+        self.presence.put(object_key, True)
+        return BlockResult(
+            key,
+            "done",
+            nbytes=info.size,
+            verified=info.checksum is not None,
+            data=data if buffer is None else None,
+        )
+
+    def get_range(self, key: Any, *, start: int, end: int | None = None) -> bytes:
+        """Bytes ``[start, end)`` of one block (``end`` exclusive; None: to the end).
+
+        Not checksummed: a checksum covers the whole block.
+        """
+        if start < 0 or (end is not None and end < start):
+            raise InvalidInputError(f"bad range start={start}, end={end}; need 0 <= start <= end")
+        self._check_manifest()
+        object_key = self.keys.key_for(offload_key_of(key))
+        return with_retries(
+            lambda: self.store.get_range(object_key, start=start, end=end), self.settings
+        )
+
+
+def _zero(buffer: memoryview | None) -> None:
+    """Wipe a caller's buffer so no partial or corrupt block can be mistaken for data."""
+    if buffer is None or len(buffer) == 0:
+        return
+    ctypes.memset((ctypes.c_char * len(buffer)).from_buffer(buffer), 0, len(buffer))

@@ -1,0 +1,93 @@
+"""End-to-end block checksums that hold on every S3-compatible store.
+
+Some stores keep S3's flexible checksums (AWS, MinIO); some accept and ignore them
+(Ceph RGW 16); a directory keeps none. So s3kv records its own checksum in the object's
+user metadata (``x-amz-meta-s3kv-checksum: crc32c:<base64>``), which every S3 store
+returns with the object, and verifies it after every download. The same base64 value is
+also sent as S3's own checksum header where the algorithm has one, so stores that check
+it reject a corrupted upload on arrival.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from awscrt import checksums as _crt
+
+from s3kv.errors import ChecksumMismatchError, SettingsError
+
+METADATA_KEY = "s3kv-checksum"
+"""User-metadata key (sent as ``x-amz-meta-s3kv-checksum``)."""
+
+Buffer = bytes | bytearray | memoryview
+
+
+def _crc32c(data: Buffer) -> bytes:
+    return int(_crt.crc32c(data)).to_bytes(4, "big")
+
+
+def _crc32(data: Buffer) -> bytes:
+    return zlib.crc32(data).to_bytes(4, "big")
+
+
+def _sha256(data: Buffer) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+_ALGORITHMS: dict[str, tuple[Callable[[Buffer], bytes], str]] = {
+    # name: (digest function, S3 PutObject parameter carrying the same value)
+    "crc32c": (_crc32c, "ChecksumCRC32C"),
+    "crc32": (_crc32, "ChecksumCRC32"),
+    "sha256": (_sha256, "ChecksumSHA256"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Checksum:
+    """An algorithm and its base64 value, as S3 writes checksums."""
+
+    algorithm: str
+    value: str
+
+    def header(self) -> str:
+        return f"{self.algorithm}:{self.value}"
+
+    @property
+    def s3_parameter(self) -> str:
+        return _ALGORITHMS[self.algorithm][1]
+
+    @classmethod
+    def parse(cls, text: str) -> Checksum | None:
+        """From a metadata value; None when absent or unknown (treated as unchecked)."""
+        algorithm, _, value = text.partition(":")
+        if algorithm in _ALGORITHMS and value:
+            return cls(algorithm, value)
+        return None
+
+
+def compute(algorithm: str, data: Buffer) -> Checksum | None:
+    """The checksum of ``data`` (None for algorithm ``"none"``)."""
+    if algorithm == "none":
+        return None
+    try:
+        fn = _ALGORITHMS[algorithm][0]
+    except KeyError:
+        raise SettingsError(
+            f"unknown checksum {algorithm!r}; use one of {[*_ALGORITHMS, 'none']}"
+        ) from None
+    return Checksum(algorithm, base64.b64encode(fn(data)).decode("ascii"))
+
+
+def verify(expected: Checksum, data: Buffer, *, where: str) -> None:
+    """Raise :class:`ChecksumMismatchError` unless ``data`` has the expected checksum."""
+    actual = compute(expected.algorithm, data)
+    if actual != expected:
+        got = actual.value if actual else "none"
+        raise ChecksumMismatchError(
+            f"{where}: {expected.algorithm} checksum mismatch (stored {expected.value}, "
+            f"read {got}); the object was changed or damaged after it was written"
+        )

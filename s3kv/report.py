@@ -1,0 +1,69 @@
+"""What a batch transfer did, block by block."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from s3kv.errors import TransferError
+
+
+@dataclass(frozen=True, slots=True)
+class TransferReport:
+    """The outcome of one batch. Keys are vLLM OffloadKeys (``bytes``).
+
+    A key is in exactly one of ``done``, ``already_present``, ``missing`` or ``failed``.
+    A block that failed never shows as done.
+    """
+
+    operation: Literal["upload", "download"]
+    done: tuple[bytes, ...] = ()
+    """Stored (upload) or loaded and verified (download)."""
+    already_present: tuple[bytes, ...] = ()
+    """Upload: the object existed already (create-only), so it was left alone."""
+    missing: tuple[bytes, ...] = ()
+    """Download: no such object."""
+    failed: Mapping[bytes, str] = field(default_factory=dict)
+    """Why each failed key failed."""
+    bytes: int = 0
+    """Payload bytes moved."""
+    seconds: float = 0.0
+    unverified: int = 0
+    """Download: blocks that carried no recorded checksum (size-checked only)."""
+    data: Mapping[bytes, bytes] = field(default_factory=dict)
+    """Download without ``into``: the blocks' bytes."""
+
+    @property
+    def stored(self) -> tuple[bytes, ...]:
+        return self.done
+
+    @property
+    def loaded(self) -> tuple[bytes, ...]:
+        return self.done
+
+    @property
+    def ok(self) -> bool:
+        """True when every key is done or already present."""
+        return not self.failed and not self.missing
+
+    @property
+    def count(self) -> int:
+        return len(self.done) + len(self.already_present) + len(self.missing) + len(self.failed)
+
+    def summary(self) -> str:
+        rate = self.bytes / self.seconds / 2**20 if self.seconds > 0 else 0.0
+        verb = "stored" if self.operation == "upload" else "loaded"
+        parts = [f"{len(self.done)} {verb}"]
+        if self.operation == "upload":
+            parts.append(f"{len(self.already_present)} already present")
+        else:
+            parts.append(f"{len(self.missing)} missing")
+        parts.append(f"{len(self.failed)} failed")
+        return f"{', '.join(parts)}; {self.bytes / 2**20:.1f} MiB in {self.seconds:.2f}s ({rate:.1f} MiB/s)"
+
+    def raise_for_failures(self) -> None:
+        """Raise :class:`TransferError` naming the first failures, if any key failed."""
+        if self.failed:
+            first = "; ".join(f"{k.hex()}: {why}" for k, why in list(self.failed.items())[:3])
+            raise TransferError(f"{len(self.failed)} of {self.count} blocks failed: {first}")

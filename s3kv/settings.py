@@ -1,0 +1,149 @@
+"""Connection settings: explicit arguments, then ``S3KV_*``, then ``AWS_*``, then defaults.
+
+Credentials come from boto3's standard chain (environment, profile, instance role) unless
+given explicitly; they are ``SecretStr`` so they never show in reprs, logs or errors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from s3kv.errors import SettingsError
+
+MiB = 1024 * 1024
+
+ChecksumAlgorithm = Literal["crc32c", "crc32", "sha256", "none"]
+AddressingStyle = Literal["auto", "path", "virtual"]
+ChecksumCalculation = Literal["when_required", "when_supported"]
+
+# setting -> environment variables, first found wins (S3KV_* before the standard AWS_*).
+ENVIRONMENT: dict[str, tuple[str, ...]] = {
+    "endpoint_url": ("S3KV_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+    "region": ("S3KV_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
+    "profile": ("S3KV_PROFILE", "AWS_PROFILE"),
+    "access_key_id": ("S3KV_ACCESS_KEY_ID",),
+    "secret_access_key": ("S3KV_SECRET_ACCESS_KEY",),
+    "session_token": ("S3KV_SESSION_TOKEN",),
+    "addressing_style": ("S3KV_ADDRESSING_STYLE",),
+    "checksum": ("S3KV_CHECKSUM",),
+    "checksum_calculation": ("S3KV_CHECKSUM_CALCULATION",),
+    "max_attempts": ("S3KV_MAX_ATTEMPTS", "AWS_MAX_ATTEMPTS"),
+    "deadline_seconds": ("S3KV_DEADLINE_SECONDS",),
+    "connect_timeout_seconds": ("S3KV_CONNECT_TIMEOUT",),
+    "read_timeout_seconds": ("S3KV_READ_TIMEOUT",),
+    "concurrency": ("S3KV_CONCURRENCY",),
+    "verify_tls": ("S3KV_VERIFY_TLS",),
+    "ca_bundle": ("S3KV_CA_BUNDLE", "AWS_CA_BUNDLE"),
+    "multipart_threshold_bytes": ("S3KV_MULTIPART_THRESHOLD_BYTES",),
+    "multipart_chunk_bytes": ("S3KV_MULTIPART_CHUNK_BYTES",),
+    "tag_blocks": ("S3KV_TAG_BLOCKS",),
+}
+
+
+class S3Settings(BaseModel):
+    """How s3kv talks to an S3-compatible store.
+
+    Build with :meth:`resolve` to fill unset values from the environment::
+
+        S3Settings.resolve(endpoint_url="http://minio:9000", concurrency=64)
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    endpoint_url: str | None = None
+    """Custom endpoint (MinIO, Ceph, moto). None: AWS S3."""
+    region: str | None = None
+    addressing_style: AddressingStyle = "auto"
+    """``auto`` means path-style with a custom endpoint (what MinIO and Ceph want)."""
+    profile: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    session_token: SecretStr | None = None
+    checksum: ChecksumAlgorithm = "crc32c"
+    """s3kv's end-to-end block checksum, kept in object metadata (works on every store)."""
+    checksum_calculation: ChecksumCalculation = "when_required"
+    """boto3's own flexible checksums. ``when_required`` works on every store (Ceph RGW
+    over TLS rejects boto3's default streaming checksums); s3kv checks blocks itself."""
+    max_attempts: int = Field(default=8, ge=1, le=100)
+    deadline_seconds: float = Field(default=120.0, gt=0)
+    """Give up retrying one object after this long."""
+    backoff_base_seconds: float = Field(default=0.05, gt=0)
+    backoff_max_seconds: float = Field(default=5.0, gt=0)
+    connect_timeout_seconds: float = Field(default=10.0, gt=0)
+    read_timeout_seconds: float = Field(default=60.0, gt=0)
+    concurrency: int = Field(default=32, ge=1, le=1024)
+    """Requests in flight at once; the connection pool is sized to match."""
+    verify_tls: bool = True
+    ca_bundle: Path | None = None
+    multipart_threshold_bytes: int = Field(default=64 * MiB, ge=5 * MiB)
+    multipart_chunk_bytes: int = Field(default=16 * MiB, ge=5 * MiB, le=5 * 1024 * MiB)
+    tag_blocks: bool = True
+    """Tag block objects ``s3kv-object=block`` so a lifecycle rule can expire blocks and
+    never manifests. Turn off for stores without object tagging."""
+
+    @model_validator(mode="after")
+    def _check(self) -> S3Settings:
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("give both access_key_id and secret_access_key, or neither")
+        if self.ca_bundle is not None and not self.ca_bundle.is_file():
+            raise ValueError(f"ca_bundle {str(self.ca_bundle)!r} is not a readable file")
+        if self.endpoint_url is not None and not self.endpoint_url.startswith(
+            ("http://", "https://")
+        ):
+            raise ValueError(
+                f"endpoint_url {self.endpoint_url!r} must start with http:// or https://"
+            )
+        return self
+
+    @property
+    def resolved_addressing_style(self) -> Literal["path", "virtual", "auto"]:
+        if self.addressing_style == "auto" and self.endpoint_url is not None:
+            return "path"
+        return self.addressing_style
+
+    @classmethod
+    def resolve(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> S3Settings:
+        """Arguments (non-None) first, then ``S3KV_*`` and ``AWS_*`` variables, then defaults."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name, variables in ENVIRONMENT.items():
+            for var in variables:
+                if env.get(var):
+                    values[name] = env[var]
+                    break
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        unknown = set(values) - set(cls.model_fields)
+        if unknown:
+            raise SettingsError(f"unknown setting(s) {sorted(unknown)}")
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            raise SettingsError(_explain(exc, env)) from None
+
+    def __repr__(self) -> str:
+        shown = {
+            k: v
+            for k, v in self.__dict__.items()
+            if v is not None and v != type(self).model_fields[k].default
+        }
+        body = ", ".join(f"{k}={v!r}" for k, v in shown.items())
+        return f"S3Settings({body})"
+
+
+def _explain(exc: ValidationError, env: Mapping[str, str]) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"])
+        where = next((v for v in ENVIRONMENT.get(field, ()) if env.get(v)), None)
+        source = f" (from ${where})" if where else ""
+        value = "<secret>" if "secret" in field or "token" in field else repr(err.get("input"))
+        if not field:
+            parts.append(err["msg"].removeprefix("Value error, "))
+        else:
+            parts.append(f"{field}={value}{source}: {err['msg'].lower()}")
+    return "invalid S3 settings: " + "; ".join(parts)

@@ -1,0 +1,99 @@
+"""The store interface the transfer code runs on: S3 (boto3) or a local directory.
+
+Keys are full object keys (prefix included) for S3, and paths relative to the root for a
+directory. Operations raise errors from :mod:`s3kv.errors` only; retrying transient
+failures is the caller's job (see :mod:`s3kv.retry`), so a store never hides one.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from s3kv.integrity import Buffer, Checksum
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What a listing or HEAD tells about one object."""
+
+    key: str
+    size: int
+    last_modified: datetime | None = None
+    checksum: Checksum | None = None
+    """s3kv's recorded checksum (from metadata); None when the store keeps none."""
+    etag: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MultipartUpload:
+    """An upload started and never completed or aborted."""
+
+    key: str
+    upload_id: str
+    initiated: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PutOptions:
+    """How to write an object."""
+
+    create_only: bool = True
+    """Write only if absent (``If-None-Match: *``); an existing object is left alone."""
+    checksum: Checksum | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+class Store(abc.ABC):
+    """A flat key space of immutable objects."""
+
+    #: a short name for messages: "s3://bucket" or the directory.
+    name: str
+
+    @abc.abstractmethod
+    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
+        """The whole object."""
+
+    @abc.abstractmethod
+    def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
+        """Read the object straight into ``buffer``, which must be exactly its size.
+
+        Raises :class:`s3kv.errors.SizeMismatchError` (naming both sizes) before writing
+        anything when the sizes differ.
+        """
+
+    @abc.abstractmethod
+    def get_range(self, key: str, *, start: int, end: int | None = None) -> bytes:
+        """Bytes ``[start, end)`` of the object (``end`` exclusive; None: to the end)."""
+
+    @abc.abstractmethod
+    def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
+        """Write an object; False if ``create_only`` and it already existed."""
+
+    @abc.abstractmethod
+    def head(self, key: str) -> ObjectInfo | None:
+        """Metadata of the object, or None if it does not exist."""
+
+    @abc.abstractmethod
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix``, in key order, page by page."""
+
+    @abc.abstractmethod
+    def delete_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """Delete keys (in batches of up to 1,000); returns ``{key: reason}`` of failures."""
+
+    def copy_from(self, source: Store, source_key: str, key: str) -> bool:
+        """Server-side copy when both stores share an endpoint; False if not possible."""
+        return False
+
+    def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUpload]:
+        """Incomplete multipart uploads under ``prefix`` (none for a directory)."""
+        return iter(())
+
+    def abort_multipart_upload(self, upload: MultipartUpload) -> None:  # noqa: B027
+        """Abort an incomplete multipart upload (nothing to do for a directory)."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release connections."""

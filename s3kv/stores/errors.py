@@ -1,0 +1,126 @@
+"""Translate botocore, urllib3 and OS errors into s3kv's tree: the one place that does."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from botocore import exceptions as bx
+from urllib3 import exceptions as ux
+
+from s3kv.errors import (
+    AccessDeniedError,
+    BucketNotFoundError,
+    ObjectNotFoundError,
+    StoreError,
+    TransientStoreError,
+)
+
+NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+ALREADY_EXISTS = {"PreconditionFailed", "412"}
+TRANSIENT = {
+    "SlowDown",
+    "503",
+    "500",
+    "502",
+    "504",
+    "InternalError",
+    "ServiceUnavailable",
+    "RequestTimeout",
+    "RequestTimeTooSkewed",
+    "Throttling",
+    "ThrottlingException",
+    "TooManyRequests",
+    "429",
+    "ConditionalRequestConflict",
+    "409",
+    "OperationAborted",
+}
+DENIED = {
+    "AccessDenied",
+    "403",
+    "Forbidden",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "AllAccessDisabled",
+}
+
+
+def error_code(exc: bx.ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", "")) or str(
+        exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "")
+    )
+
+
+def is_already_exists(exc: bx.ClientError) -> bool:
+    return error_code(exc) in ALREADY_EXISTS
+
+
+@contextmanager
+def translated(operation: str, where: str) -> Iterator[None]:
+    """Run a boto3 call; re-raise its failure as an s3kv error naming what and where."""
+    try:
+        yield
+    except bx.ClientError as exc:
+        raise from_client_error(exc, operation, where) from exc
+    except bx.NoCredentialsError:
+        raise AccessDeniedError(
+            f"{operation} {where}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, pick a profile with --profile/AWS_PROFILE, or run "
+            "where an instance role is available"
+        ) from None
+    except bx.SSLError as exc:
+        raise StoreError(
+            f"{operation} {where}: TLS verification failed ({_short(exc)}); pass the "
+            "server's CA with --ca-bundle/S3KV_CA_BUNDLE (or --no-verify-tls for testing)"
+        ) from exc
+    except (
+        bx.EndpointConnectionError,
+        bx.ConnectionClosedError,
+        bx.ReadTimeoutError,
+        bx.ConnectTimeoutError,
+        bx.ResponseStreamingError,
+        bx.HTTPClientError,
+        ux.HTTPError,
+        ConnectionError,
+        TimeoutError,
+    ) as exc:
+        raise TransientStoreError(f"{operation} {where}: connection failed: {_short(exc)}") from exc
+
+
+def from_client_error(exc: bx.ClientError, operation: str, where: str) -> StoreError:
+    code = error_code(exc)
+    message = exc.response.get("Error", {}).get("Message") or code
+    if code in NOT_FOUND:
+        return ObjectNotFoundError(f"{operation} {where}: no such object")
+    if code == "NoSuchBucket":
+        return BucketNotFoundError(
+            f"{operation} {where}: the bucket does not exist; create it first "
+            "(see terraform/) or check the bucket name and --endpoint-url"
+        )
+    if code in DENIED:
+        return AccessDeniedError(
+            f"{operation} {where}: access denied ({code}); check the credentials and that "
+            "their policy grants this operation (terraform/ has writer and reader policies)"
+        )
+    if code in TRANSIENT:
+        return TransientStoreError(f"{operation} {where}: {code}: {message}")
+    return StoreError(f"{operation} {where}: {code}: {message}")
+
+
+def from_os_error(exc: OSError, operation: str, where: str) -> StoreError:
+    if exc.errno == errno.ENOENT:
+        return ObjectNotFoundError(f"{operation} {where}: no such file")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return AccessDeniedError(f"{operation} {where}: permission denied")
+    if exc.errno == errno.ENOSPC:
+        return StoreError(f"{operation} {where}: no space left on device; free space or gc")
+    return StoreError(f"{operation} {where}: {exc.strerror or exc}")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) < 200 else text[:197] + "..."

@@ -1,0 +1,176 @@
+"""A local directory in vLLM's filesystem-tier layout, written the way vLLM writes.
+
+A write goes to ``<dest>_<random>.tmp`` opened with ``O_CREAT|O_EXCL``, is checked for a
+short write, and is then moved into place, so a reader never sees a half-written file.
+Create-only writes publish with ``link`` (fails if the destination appeared meanwhile);
+vLLM itself uses ``os.replace``, which is equivalent for content-addressed blocks.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from s3kv.errors import InvalidKeyError, SizeMismatchError, StoreError
+from s3kv.integrity import Buffer
+from s3kv.stores.base import ObjectInfo, PutOptions, Store
+from s3kv.stores.errors import from_os_error
+
+TMP_SUFFIX = ".tmp"
+
+
+class LocalStore(Store):
+    """Files under ``root``; keys are ``/``-separated paths relative to it."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).absolute()
+        self.name = str(self.root)
+
+    def path_for(self, key: str) -> Path:
+        """The file of a key; refuses any key that could leave the root."""
+        if (
+            not key
+            or key.startswith("/")
+            or "\\" in key
+            or any(ord(c) < 32 or ord(c) == 127 for c in key)
+            or any(part in ("", ".", "..") for part in key.split("/"))
+        ):
+            raise InvalidKeyError(
+                f"key {key!r} cannot be a path under {self.root} (absolute, '..', '.', empty "
+                "segments or control characters)"
+            )
+        return self.root.joinpath(*key.split("/"))
+
+    # -- reads ------------------------------------------------------------------------
+
+    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
+        path = self.path_for(key)
+        try:
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                data = f.read()
+        except OSError as exc:
+            raise from_os_error(exc, "read", str(path)) from exc
+        return data, _info(key, len(data), st.st_mtime)
+
+    def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
+        path = self.path_for(key)
+        try:
+            with open(path, "rb", buffering=0) as f:
+                st = os.fstat(f.fileno())
+                if st.st_size != len(buffer):
+                    raise SizeMismatchError(
+                        f"read {path}: file is {st.st_size} bytes, expected {len(buffer)}"
+                    )
+                pos = 0
+                while pos < len(buffer):
+                    got = f.readinto(buffer[pos:])
+                    if not got:
+                        raise SizeMismatchError(f"read {path}: file shrank while being read")
+                    pos += got
+        except OSError as exc:
+            raise from_os_error(exc, "read", str(path)) from exc
+        return _info(key, st.st_size, st.st_mtime)
+
+    def get_range(self, key: str, *, start: int, end: int | None = None) -> bytes:
+        path = self.path_for(key)
+        try:
+            with open(path, "rb") as f:
+                f.seek(start)
+                return f.read() if end is None else f.read(max(0, end - start))
+        except OSError as exc:
+            raise from_os_error(exc, "read", str(path)) from exc
+
+    def head(self, key: str) -> ObjectInfo | None:
+        path = self.path_for(key)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise from_os_error(exc, "stat", str(path)) from exc
+        return _info(key, st.st_size, st.st_mtime)
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        folder, _, _ = prefix.rpartition("/")
+        base = self.root.joinpath(*folder.split("/")) if folder else self.root
+        yield from self._walk(base, f"{folder}/" if folder else "", prefix, start_after or "")
+
+    def _walk(self, directory: Path, rel: str, prefix: str, after: str) -> Iterator[ObjectInfo]:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise from_os_error(exc, "list", str(directory)) from exc
+        for entry in entries:
+            key = rel + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                sub = key + "/"
+                if sub.startswith(prefix) or prefix.startswith(sub):
+                    yield from self._walk(Path(entry.path), sub, prefix, after)
+            elif key.startswith(prefix) and key > after and entry.is_file(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                yield _info(key, st.st_size, st.st_mtime)
+
+    # -- writes -----------------------------------------------------------------------
+
+    def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
+        path = self.path_for(key)
+        if options.create_only and path.exists():
+            return False
+        tmp = f"{path}_{secrets.token_hex(8)}{TMP_SUFFIX}"
+        view = memoryview(data).cast("B")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            try:
+                written = 0
+                while written < len(view):
+                    written += os.write(fd, view[written:])
+            finally:
+                os.close(fd)
+            if written != len(view):
+                raise StoreError(f"write {path}: short write ({written} of {len(view)} bytes)")
+            return self._publish(tmp, path, options.create_only)
+        except OSError as exc:
+            raise from_os_error(exc, "write", str(path)) from exc
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    @staticmethod
+    def _publish(tmp: str, path: Path, create_only: bool) -> bool:
+        if not create_only:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                raise
+            os.replace(tmp, path)  # no hard links here: do as vLLM does
+        return True
+
+    def delete_many(self, keys: Sequence[str]) -> dict[str, str]:
+        failed: dict[str, str] = {}
+        for key in keys:
+            try:
+                os.unlink(self.path_for(key))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                failed[key] = exc.strerror or str(exc)
+        return failed
+
+
+def _info(key: str, size: int, mtime: float) -> ObjectInfo:
+    return ObjectInfo(key=key, size=size, last_modified=datetime.fromtimestamp(mtime, timezone.utc))

@@ -1,0 +1,305 @@
+"""The S3 store: boto3, one client shared by every thread, with zero-copy bodies.
+
+Uploads hand the caller's buffer to the socket (``sendall`` of a memoryview); downloads
+read the response socket straight into the caller's buffer (``readinto``). botocore's own
+retries are off: :mod:`s3kv.retry` retries with a deadline, including failures in the
+middle of a body that botocore cannot retry.
+"""
+
+from __future__ import annotations
+
+import http.client
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from s3kv.errors import SizeMismatchError, TransientStoreError
+from s3kv.integrity import METADATA_KEY, Buffer, Checksum
+from s3kv.settings import S3Settings
+from s3kv.stores.base import MultipartUpload, ObjectInfo, PutOptions, Store
+from s3kv.stores.errors import is_already_exists, translated
+
+DELETE_BATCH = 1000
+"""S3's limit of keys per DeleteObjects request."""
+
+
+def make_client(settings: S3Settings) -> Any:
+    """A boto3 S3 client configured from ``settings``."""
+    session = boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
+    config = Config(
+        max_pool_connections=settings.concurrency + 4,
+        connect_timeout=settings.connect_timeout_seconds,
+        read_timeout=settings.read_timeout_seconds,
+        retries={"total_max_attempts": 1},  # s3kv.retry owns retries (see module doc)
+        s3={
+            "addressing_style": settings.resolved_addressing_style,
+            # s3kv sends its own checksum header; sha256-signing every body over plain
+            # HTTP would double the client's CPU per byte for no extra safety.
+            "payload_signing_enabled": False,
+        },
+        request_checksum_calculation=settings.checksum_calculation,
+        response_checksum_validation=settings.checksum_calculation,
+        # Bodies are memoryviews of the caller's buffers: botocore's validator only
+        # knows bytes and files, while http.client sends any buffer as is.
+        parameter_validation=False,
+        tcp_keepalive=True,
+    )
+    verify: bool | str = settings.verify_tls
+    if settings.verify_tls and settings.ca_bundle is not None:
+        verify = str(settings.ca_bundle)
+    kwargs: dict[str, Any] = {}
+    if settings.access_key_id is not None and settings.secret_access_key is not None:
+        kwargs["aws_access_key_id"] = settings.access_key_id
+        kwargs["aws_secret_access_key"] = settings.secret_access_key.get_secret_value()
+        if settings.session_token is not None:
+            kwargs["aws_session_token"] = settings.session_token.get_secret_value()
+    return session.client(
+        "s3", endpoint_url=settings.endpoint_url, config=config, verify=verify, **kwargs
+    )
+
+
+class S3Store(Store):
+    """Objects in one bucket of an S3-compatible store."""
+
+    def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
+        self.bucket = bucket
+        self.settings = settings
+        self.endpoint = settings.endpoint_url or "aws"
+        self.client = client if client is not None else make_client(settings)
+        self.name = f"s3://{bucket}"
+
+    def _where(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    # -- reads ------------------------------------------------------------------------
+
+    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
+        where = self._where(key)
+        with translated("GET", where):
+            resp = self.client.get_object(Bucket=self.bucket, Key=key)
+            data: bytes = resp["Body"].read()
+        info = _info(key, resp)
+        if len(data) != info.size:
+            raise TransientStoreError(
+                f"GET {where}: connection closed after {len(data)} of {info.size} bytes"
+            )
+        return data, info
+
+    def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
+        where = self._where(key)
+        with translated("GET", where):
+            resp = self.client.get_object(Bucket=self.bucket, Key=key)
+            info = _info(key, resp)
+            body = resp["Body"]
+            if info.size != len(buffer):
+                body.close()
+                raise SizeMismatchError(
+                    f"GET {where}: object is {info.size} bytes, expected {len(buffer)} "
+                    "(a truncated or foreign object, or a buffer of the wrong size)"
+                )
+            _read_into(body, buffer, where)
+        return info
+
+    def get_range(self, key: str, *, start: int, end: int | None = None) -> bytes:
+        where = self._where(key)
+        spec = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
+        with translated("GET", where):
+            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=spec)
+            data: bytes = resp["Body"].read()
+        return data
+
+    def head(self, key: str) -> ObjectInfo | None:
+        with translated("HEAD", self._where(key)):
+            try:
+                resp = self.client.head_object(Bucket=self.bucket, Key=key)
+            except ClientError as exc:
+                if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                    return None
+                raise
+        return _info(key, resp)
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        where = self._where(prefix)
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        if start_after:
+            kwargs["StartAfter"] = start_after
+        while True:
+            with translated("LIST", where):
+                resp = self.client.list_objects_v2(**kwargs)
+            for item in resp.get("Contents", ()):
+                yield ObjectInfo(
+                    key=item["Key"],
+                    size=item["Size"],
+                    last_modified=item.get("LastModified"),
+                    etag=item.get("ETag"),
+                )
+            if not resp.get("IsTruncated"):
+                return
+            kwargs["ContinuationToken"] = resp["NextContinuationToken"]
+
+    # -- writes -----------------------------------------------------------------------
+
+    def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
+        if len(data) >= self.settings.multipart_threshold_bytes:
+            return self._put_multipart(key, memoryview(data), options)
+        params = self._write_params(key, options)
+        params["Body"] = data
+        if options.create_only:
+            params["IfNoneMatch"] = "*"
+        if options.checksum is not None:
+            params[options.checksum.s3_parameter] = options.checksum.value
+        with translated("PUT", self._where(key)):
+            try:
+                self.client.put_object(**params)
+            except ClientError as exc:
+                if is_already_exists(exc):
+                    return False
+                raise
+        return True
+
+    def _write_params(self, key: str, options: PutOptions) -> dict[str, Any]:
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if options.checksum is not None:
+            params["Metadata"] = {METADATA_KEY: options.checksum.header()}
+        if options.tags and self.settings.tag_blocks:
+            params["Tagging"] = "&".join(
+                f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in options.tags.items()
+            )
+        return params
+
+    def _put_multipart(self, key: str, data: memoryview, options: PutOptions) -> bool:
+        where = self._where(key)
+        if options.create_only and self.head(key) is not None:
+            return False
+        with translated("CREATE-MULTIPART", where):
+            upload_id = self.client.create_multipart_upload(**self._write_params(key, options))[
+                "UploadId"
+            ]
+        chunk = self.settings.multipart_chunk_bytes
+        try:
+            parts = []
+            for number, offset in enumerate(range(0, len(data), chunk), start=1):
+                with translated("UPLOAD-PART", where):
+                    resp = self.client.upload_part(
+                        Bucket=self.bucket,
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=number,
+                        Body=data[offset : offset + chunk],
+                    )
+                parts.append({"PartNumber": number, "ETag": resp["ETag"]})
+            complete: dict[str, Any] = {
+                "Bucket": self.bucket,
+                "Key": key,
+                "UploadId": upload_id,
+                "MultipartUpload": {"Parts": parts},
+            }
+            if options.create_only:
+                complete["IfNoneMatch"] = "*"
+            with translated("COMPLETE-MULTIPART", where):
+                try:
+                    self.client.complete_multipart_upload(**complete)
+                except ClientError as exc:
+                    if is_already_exists(exc):
+                        self._abort(key, upload_id)
+                        return False
+                    raise
+        except BaseException:
+            # Never leave billable parts behind: abort, whatever interrupted us.
+            self._abort(key, upload_id)
+            raise
+        return True
+
+    def _abort(self, key: str, upload_id: str) -> None:
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except Exception:  # noqa: BLE001 - best effort; gc aborts leftovers by age
+            pass
+
+    def delete_many(self, keys: Sequence[str]) -> dict[str, str]:
+        failed: dict[str, str] = {}
+        for i in range(0, len(keys), DELETE_BATCH):
+            batch = keys[i : i + DELETE_BATCH]
+            with translated("DELETE", self._where(batch[0] if batch else "")):
+                resp = self.client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+                )
+            for err in resp.get("Errors", ()):
+                failed[err["Key"]] = f"{err.get('Code')}: {err.get('Message')}"
+        return failed
+
+    def copy_from(self, source: Store, source_key: str, key: str) -> bool:
+        if not isinstance(source, S3Store) or source.endpoint != self.endpoint:
+            return False
+        where = self._where(key)
+        if self.head(key) is not None:
+            return False
+        with translated("COPY", where):
+            self.client.copy_object(
+                Bucket=self.bucket,
+                Key=key,
+                CopySource={"Bucket": source.bucket, "Key": source_key},
+            )
+        return True
+
+    def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUpload]:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        while True:
+            with translated("LIST-MULTIPART", self._where(prefix)):
+                resp = self.client.list_multipart_uploads(**kwargs)
+            for item in resp.get("Uploads", ()):
+                yield MultipartUpload(item["Key"], item["UploadId"], item.get("Initiated"))
+            if not resp.get("IsTruncated"):
+                return
+            kwargs["KeyMarker"] = resp.get("NextKeyMarker")
+            kwargs["UploadIdMarker"] = resp.get("NextUploadIdMarker")
+
+    def abort_multipart_upload(self, upload: MultipartUpload) -> None:
+        with translated("ABORT-MULTIPART", self._where(upload.key)):
+            self.client.abort_multipart_upload(
+                Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id
+            )
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _info(key: str, resp: dict[str, Any]) -> ObjectInfo:
+    metadata = resp.get("Metadata") or {}
+    recorded = metadata.get(METADATA_KEY)
+    return ObjectInfo(
+        key=key,
+        size=int(resp["ContentLength"]),
+        last_modified=resp.get("LastModified"),
+        checksum=Checksum.parse(recorded) if recorded else None,
+        etag=resp.get("ETag"),
+    )
+
+
+def _read_into(body: Any, buffer: memoryview, where: str) -> None:
+    """Fill ``buffer`` from a botocore body with no intermediate copy."""
+    raw = body._raw_stream
+    fp = getattr(raw, "_fp", None)
+    # urllib3's readinto reads into a temporary bytes object and copies; the
+    # http.client response beneath it reads from the socket into our buffer.
+    reader = fp if isinstance(fp, http.client.HTTPResponse) else raw
+    total = len(buffer)
+    pos = 0
+    try:
+        while pos < total:
+            got = reader.readinto(buffer[pos:])
+            if not got:
+                raise TransientStoreError(
+                    f"GET {where}: connection closed after {pos} of {total} bytes"
+                )
+            pos += got
+    except BaseException:
+        raw.close()  # the connection is mid-body: never reuse it
+        raise
+    if reader is fp:
+        raw.release_conn()

@@ -1,0 +1,118 @@
+"""What the uploader and downloader share: a location, a namespace, a store, a pool."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeAlias
+
+from s3kv.errors import InvalidInputError, InvalidKeyError
+from s3kv.keys import KeyMapper, KeyStyle, make_offload_key
+from s3kv.location import Location, parse_location
+from s3kv.namespace import Namespace
+from s3kv.settings import S3Settings
+from s3kv.stores import Store, open_store
+
+BlockId: TypeAlias = "bytes | tuple[bytes, int]"
+"""A vLLM OffloadKey, or ``(block_hash, group_idx)``."""
+
+BLOCK_TAGS = {"s3kv-object": "block"}
+"""Tags on every block object (a lifecycle rule expires on them; manifests have none)."""
+
+
+class Transfer:
+    """Base of :class:`s3kv.Uploader` and :class:`s3kv.Downloader`."""
+
+    def __init__(
+        self,
+        location: str | os.PathLike[str] | Location,
+        namespace: Namespace,
+        *,
+        settings: S3Settings | None = None,
+        style: KeyStyle = "s3kv",
+        store: Store | None = None,
+        concurrency: int | None = None,
+    ) -> None:
+        if not isinstance(namespace, Namespace):
+            raise InvalidInputError(
+                f"namespace must be an s3kv.Namespace; got {type(namespace).__name__}"
+            )
+        self.location = location if isinstance(location, Location) else parse_location(location)
+        self.namespace = namespace
+        self.settings = settings if settings is not None else S3Settings.resolve()
+        self.keys = KeyMapper(namespace, prefix=self.location.prefix, style=style)
+        self._owns_store = store is None
+        self.store = store if store is not None else open_store(self.location, self.settings)
+        self.concurrency = concurrency or self.settings.concurrency
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    self.concurrency, thread_name_prefix=f"s3kv-{type(self).__name__.lower()}"
+                )
+            return self._executor
+
+    def url_for(self, key: str) -> str:
+        return self.location.url_for(key)
+
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the pool (waiting for running blocks unless ``wait=False``)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait, cancel_futures=not wait)
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def offload_key_of(block: object) -> bytes:
+    """Normalise an OffloadKey or ``(hash, group)`` pair to an OffloadKey."""
+    if type(block) is bytes:
+        return block
+    if isinstance(block, tuple) and len(block) == 2:
+        return make_offload_key(block[0], block[1])
+    if isinstance(block, (bytearray, memoryview)):
+        return bytes(block)
+    raise InvalidKeyError(
+        f"a block key must be a vLLM OffloadKey (bytes) or (block_hash, group_idx); got "
+        f"{type(block).__name__}"
+    )
+
+
+def pairs_of(items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:
+    if isinstance(items, Mapping):
+        return items.items()
+    return items
+
+
+def as_bytes_view(buffer: object, key: bytes, *, writable: bool) -> memoryview:
+    """A flat byte view of a caller's buffer, without copying it."""
+    try:
+        view = memoryview(buffer)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidInputError(
+            f"block {key.hex()}: {type(buffer).__name__} is not a buffer; pass bytes, "
+            "bytearray, memoryview or a numpy array row (torch: tensor.numpy())"
+        ) from None
+    if writable and view.readonly:
+        raise InvalidInputError(f"block {key.hex()}: the buffer to load into is read-only")
+    if view.format == "B" and view.ndim == 1:
+        return view
+    if not view.c_contiguous:
+        raise InvalidInputError(
+            f"block {key.hex()}: the buffer is not contiguous; pass a contiguous row "
+            "(numpy.ascontiguousarray)"
+        )
+    return view.cast("B")

@@ -1,0 +1,98 @@
+"""Writing a namespace's manifest and blocks: create-only, concurrent, checksummed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from s3kv import integrity
+from s3kv.errors import ManifestError, NamespaceConflictError
+from s3kv.jobs import BlockResult, TransferJob
+from s3kv.namespace import Namespace
+from s3kv.report import TransferReport
+from s3kv.retry import with_retries
+from s3kv.stores import PutOptions
+from s3kv.transfer import BLOCK_TAGS, Transfer, as_bytes_view, offload_key_of, pairs_of
+
+MANIFEST_OPTIONS = PutOptions(create_only=True)
+
+
+class Uploader(Transfer):
+    """Stores blocks of one namespace at a location (``s3://bucket/prefix`` or a directory).
+
+    >>> with Uploader("s3://bucket/kv", namespace) as up:       # doctest: +SKIP
+    ...     report = up.put_blocks({offload_key: row, ...})
+    ...     report.stored, report.already_present, report.failed
+
+    The manifest (``config.json``) is created before the first block is written.
+    Blocks are written create-only: an existing block is never rewritten.
+    """
+
+    _manifest_ready = False
+
+    def ensure_manifest(self) -> bool:
+        """Create the namespace's ``config.json`` if absent; True if this call created it.
+
+        An existing manifest must hold the same fields, else :class:`NamespaceConflictError`
+        shows both; an unreadable one raises :class:`ManifestError`.
+        """
+        if self._manifest_ready:
+            return False
+        key = self.keys.config_key()
+        data = self.namespace.manifest_bytes()
+        created = with_retries(lambda: self.store.put(key, data, MANIFEST_OPTIONS), self.settings)
+        if not created:
+            existing, _ = with_retries(lambda: self.store.get(key), self.settings)
+            try:
+                theirs = Namespace.from_manifest(existing, rank=self.namespace.rank)
+            except ManifestError as exc:
+                raise ManifestError(f"{self.url_for(key)}: {exc}") from None
+            if theirs.fields != self.namespace.fields:
+                raise NamespaceConflictError(
+                    f"{self.url_for(key)} holds a different run config than this namespace.\n"
+                    f"  stored: {theirs.fields}\n  ours:   {self.namespace.fields}\n"
+                    "Two configurations hashed to one folder digest should never happen; "
+                    "check who wrote this manifest, or use another prefix."
+                )
+        self._manifest_ready = True
+        return created
+
+    def put_blocks(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> TransferReport:
+        """Store blocks and wait; returns what was stored, already present and failed."""
+        return self.submit_put_blocks(items).wait()
+
+    def submit_put_blocks(
+        self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]
+    ) -> TransferJob:
+        """Start storing blocks; returns a job to poll, wait on or cancel.
+
+        ``items`` maps OffloadKeys (or ``(hash, group)``) to bytes-like buffers (bytes,
+        bytearray, memoryview, numpy rows). Buffers are sent as they are, not copied;
+        keep them unchanged until the job is done.
+        """
+        tasks = []
+        for block, buffer in pairs_of(items):
+            key = offload_key_of(block)
+            view = as_bytes_view(buffer, key, writable=False)
+            tasks.append((key, self._task(key, view)))
+        self.ensure_manifest()
+        return TransferJob("upload", self.executor, tasks)
+
+    def _task(self, key: bytes, view: memoryview) -> Any:
+        object_key = self.keys.key_for(key)
+
+        def run(cancelled: threading.Event) -> BlockResult:
+            options = PutOptions(
+                create_only=True,
+                checksum=integrity.compute(self.settings.checksum, view),
+                tags=BLOCK_TAGS,
+            )
+            created = with_retries(
+                lambda: self.store.put(object_key, view, options), self.settings, cancelled=cancelled
+            )
+            if created:
+                return BlockResult(key, "done", nbytes=len(view))
+            return BlockResult(key, "already_present")
+
+        return run
