@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from s3kv import integrity
@@ -134,7 +134,13 @@ class Downloader(Transfer):
         """Load blocks and wait. See :meth:`submit_get_blocks`."""
         return self.submit_get_blocks(keys, into).wait()
 
-    def submit_get_blocks(self, keys: Sequence[Any], into: Any = None) -> TransferJob:
+    def submit_get_blocks(
+        self,
+        keys: Sequence[Any],
+        into: Any = None,
+        *,
+        on_done: Callable[[TransferJob], None] | None = None,
+    ) -> TransferJob:
         """Start loading blocks; returns a job to poll, wait on or cancel.
 
         With ``into`` (a sequence of writable buffers aligned with ``keys``, or a mapping
@@ -142,6 +148,7 @@ class Downloader(Transfer):
         buffers; each buffer must be exactly its block's size. Without it, the report's
         ``data`` holds the bytes. A block whose checksum or size is wrong is reported
         failed and its buffer zeroed; a block that does not exist is reported missing.
+        ``on_done(job)`` runs once, on the thread that finished the last block.
         """
         self._check_manifest()
         offload_keys = [offload_key_of(k) for k in keys]
@@ -158,7 +165,7 @@ class Downloader(Transfer):
                 )
             buffers = [as_bytes_view(b, k, writable=True) for k, b in zip(offload_keys, into)]
         tasks = [(k, self._task(k, b)) for k, b in zip(offload_keys, buffers)]
-        return TransferJob("download", self.executor, tasks)
+        return TransferJob("download", self.executor, tasks, on_done=on_done)
 
     def _task(self, key: bytes, buffer: memoryview | None) -> Any:
         object_key = self.keys.key_for(key)

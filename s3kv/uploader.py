@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from s3kv import integrity
@@ -63,13 +63,17 @@ class Uploader(Transfer):
         return self.submit_put_blocks(items).wait()
 
     def submit_put_blocks(
-        self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]
+        self,
+        items: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
+        *,
+        on_done: Callable[[TransferJob], None] | None = None,
     ) -> TransferJob:
         """Start storing blocks; returns a job to poll, wait on or cancel.
 
         ``items`` maps OffloadKeys (or ``(hash, group)``) to bytes-like buffers (bytes,
         bytearray, memoryview, numpy rows). Buffers are sent as they are, not copied;
-        keep them unchanged until the job is done.
+        keep them unchanged until the job is done. ``on_done(job)`` runs once, on the
+        thread that finished the last block, after the report is ready.
         """
         tasks = []
         for block, buffer in pairs_of(items):
@@ -77,7 +81,7 @@ class Uploader(Transfer):
             view = as_bytes_view(buffer, key, writable=False)
             tasks.append((key, self._task(key, view)))
         self.ensure_manifest()
-        return TransferJob("upload", self.executor, tasks)
+        return TransferJob("upload", self.executor, tasks, on_done=on_done)
 
     def _task(self, key: bytes, view: memoryview) -> Any:
         object_key = self.keys.key_for(key)

@@ -94,3 +94,43 @@ def _parse_group(text: str) -> dict[str, Any]:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, default=str)
+
+
+def add_connection(parser: argparse.ArgumentParser) -> None:
+    """Connection flags; unset ones fall back to S3KV_* then AWS_* variables."""
+    group = parser.add_argument_group("connection (default: S3KV_* then AWS_* variables)")
+    group.add_argument("--endpoint-url", help="S3-compatible endpoint, e.g. http://minio:9000")
+    group.add_argument("--region", help="e.g. us-east-1")
+    group.add_argument("--profile", help="a profile of ~/.aws/config")
+    group.add_argument(
+        "--path-style", action="store_const", const="path", dest="addressing_style",
+        help="path-style addressing (MinIO, Ceph; the default with --endpoint-url)",
+    )
+    group.add_argument(
+        "--checksum", choices=["crc32c", "crc32", "sha256", "none"],
+        help="block checksum recorded in metadata; default crc32c",
+    )
+    group.add_argument("--concurrency", type=int, help="requests in flight; default 32")
+    group.add_argument("--ca-bundle", help="PEM file of CAs to trust (private endpoints)")
+    group.add_argument(
+        "--no-verify-tls", action="store_const", const=False, dest="verify_tls",
+        help="do not verify TLS certificates (testing only)",
+    )
+
+
+def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
+    """:class:`s3kv.S3Settings` from the connection flags (then the environment)."""
+    from s3kv.settings import S3Settings
+
+    values = {
+        "endpoint_url": args.endpoint_url,
+        "region": args.region,
+        "profile": args.profile,
+        "addressing_style": args.addressing_style,
+        "checksum": args.checksum,
+        "concurrency": args.concurrency,
+        "ca_bundle": args.ca_bundle,
+        "verify_tls": args.verify_tls,
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return S3Settings.resolve(**values)

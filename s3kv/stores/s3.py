@@ -9,13 +9,17 @@ middle of a body that botocore cannot retry.
 from __future__ import annotations
 
 import http.client
+import json
+import os
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from botocore.utils import determine_content_length
 
 from s3kv.errors import SizeMismatchError, TransientStoreError
 from s3kv.integrity import METADATA_KEY, Buffer, Checksum
@@ -57,9 +61,42 @@ def make_client(settings: S3Settings) -> Any:
         kwargs["aws_secret_access_key"] = settings.secret_access_key.get_secret_value()
         if settings.session_token is not None:
             kwargs["aws_session_token"] = settings.session_token.get_secret_value()
-    return session.client(
+    client = session.client(
         "s3", endpoint_url=settings.endpoint_url, config=config, verify=verify, **kwargs
     )
+    trace = os.environ.get(TRACE_ENV)
+    if trace:
+        client.meta.events.register("before-parameter-build.s3", _Tracer(trace))
+    return client
+
+
+TRACE_ENV = "S3KV_TRACE_FILE"
+"""Append one JSON line per S3 request (operation, bucket, key or prefix, tags, size) to
+this file: what to grant a least-privilege policy, and what the test suite checks the
+Terraform policies against."""
+
+
+class _Tracer:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+
+    def __call__(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        record: dict[str, Any] = {"op": model.name, "bucket": params.get("Bucket", "")}
+        for name in ("Key", "Prefix"):
+            if name in params:
+                record[name.lower()] = params[name]
+        if "CopySource" in params:
+            record["copy_source"] = params["CopySource"]
+        if "Tagging" in params:
+            record["tags"] = dict(parse_qsl(params["Tagging"]))
+        if "Body" in params:
+            record["size"] = determine_content_length(params["Body"])
+        if "Delete" in params:
+            record["keys"] = [o["Key"] for o in params["Delete"].get("Objects", ())]
+        line = json.dumps(record, default=str) + "\n"
+        with self.lock, open(self.path, "a", encoding="utf-8") as f:
+            f.write(line)
 
 
 class S3Store(Store):
@@ -212,6 +249,14 @@ class S3Store(Store):
             # Never leave billable parts behind: abort, whatever interrupted us.
             self._abort(key, upload_id)
             raise
+        if options.tags and self.settings.tag_blocks:
+            # Ceph RGW drops tags given at CreateMultipartUpload; set them again.
+            with translated("PUT-TAGGING", where):
+                self.client.put_object_tagging(
+                    Bucket=self.bucket,
+                    Key=key,
+                    Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in options.tags.items()]},
+                )
         return True
 
     def _abort(self, key: str, upload_id: str) -> None:

@@ -1,0 +1,41 @@
+"""Durations (``7d``, ``12h``, ``30m``) and sizes (``500GiB``, ``10G``, ``1.5TB``) on the command line."""
+
+from __future__ import annotations
+
+import re
+
+from s3kv.errors import InvalidInputError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE)
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE)
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``30s``, ``30m``, ``12h``, ``7d``, ``2w`` (a bare number is seconds)."""
+    match = _DURATION.match(text)
+    if not match:
+        raise InvalidInputError(
+            f"{text!r} is not a duration; use a number and a unit: 30s, 30m, 12h, 7d, 2w"
+        )
+    return float(match[1]) * _SECONDS[(match[2] or "s").lower()]
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``500GiB`` (binary), ``1.5TB``/``10G`` (decimal) or a bare byte count."""
+    match = _SIZE.match(text)
+    if not match or (match[3] and not match[2]):
+        raise InvalidInputError(
+            f"{text!r} is not a size; use a number and a unit: 500GiB, 10G, 1.5TB, 4096"
+        )
+    base = 1024 if match[3] else 1000
+    return int(float(match[1]) * base ** _POWERS[match[2].lower()])
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")

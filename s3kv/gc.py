@@ -1,0 +1,203 @@
+"""Collecting garbage: blocks by age, or oldest first until under a byte budget.
+
+Only parsed block keys are ever deleted (stray keys are left alone), in batches of up to
+1,000 keys per request, as the listing streams by: memory stays flat.
+
+``max_bytes`` needs the ages of all blocks before the first delete, so it lists twice:
+the first pass builds a histogram of bytes per minute of ``LastModified`` (small
+whatever the block count), which gives the cutoff minute; the second deletes blocks older
+than the cutoff, and as many of the cutoff minute's as the budget needs. Oldest first is
+thus exact to the minute.
+
+Manifests: never deleted by default. vLLM and s3kv write a namespace's manifest once,
+before its first block, and never again; deleting it while a writer still runs would
+leave that writer's new blocks orphaned. With ``delete_empty_manifests`` a manifest goes
+only when its namespace has no block left at all, in any rank, after this run.
+Incomplete multipart uploads older than ``uploads_older_than`` seconds are aborted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from s3kv.errors import InvalidInputError, S3KVError
+from s3kv.listing import Entry, list_root, walk
+from s3kv.location import Location, parse_location
+from s3kv.retry import with_retries
+from s3kv.settings import S3Settings
+from s3kv.stores import MultipartUpload, Store, open_store
+
+DELETE_BATCH = 1000
+"""S3's limit of keys per DeleteObjects request."""
+DEFAULT_UPLOADS_OLDER_THAN = 24 * 3600.0
+_MINUTE = 60
+
+
+@dataclass(frozen=True, slots=True)
+class GCReport:
+    location: str
+    blocks_deleted: int
+    bytes_freed: int
+    blocks_kept: int
+    bytes_kept: int
+    manifests_deleted: int = 0
+    uploads_aborted: int = 0
+    failures: dict[str, str] = field(default_factory=dict)
+    dry_run: bool = False
+    seconds: float = 0.0
+    stray_keys: int = 0
+    delete_requests: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def gc(
+    location: str | Location,
+    *,
+    older_than: float | None = None,
+    max_bytes: int | None = None,
+    uploads_older_than: float = DEFAULT_UPLOADS_OLDER_THAN,
+    delete_empty_manifests: bool = False,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    settings: S3Settings | None = None,
+) -> GCReport:
+    """Delete blocks older than ``older_than`` seconds and/or beyond ``max_bytes``."""
+    if older_than is None and max_bytes is None:
+        raise InvalidInputError("gc needs --older-than or --max-bytes (or both)")
+    if (older_than is not None and older_than < 0) or (max_bytes is not None and max_bytes < 0):
+        raise InvalidInputError("--older-than and --max-bytes must not be negative")
+    loc = location if isinstance(location, Location) else parse_location(location)
+    settings = settings if settings is not None else S3Settings.resolve()
+    now = now or datetime.now(timezone.utc)
+    store = open_store(loc, settings)
+    try:
+        return _GC(loc, store, settings, now, dry_run).run(
+            older_than, max_bytes, uploads_older_than, delete_empty_manifests
+        )
+    finally:
+        store.close()
+
+
+class _GC:
+    def __init__(self, loc: Location, store: Store, settings: S3Settings, now: datetime,
+                 dry_run: bool) -> None:
+        self.loc, self.store, self.settings, self.now, self.dry_run = (
+            loc, store, settings, now, dry_run)
+        self.pending: list[str] = []
+        self.failures: dict[str, str] = {}
+        self.requests = 0
+
+    def blocks(self) -> Iterator[tuple[Entry, float]]:
+        """(entry, age in seconds) of every block; counts stray keys and manifests."""
+        self.stray = 0
+        self.manifests: dict[str, str] = {}
+        for entry in walk(self.store, self.loc, exact_prefix=True):
+            parsed = entry.parsed
+            if parsed is None:
+                self.stray += 1
+            elif parsed.kind == "manifest":
+                self.manifests[parsed.folder] = entry.info.key
+            else:
+                when = entry.info.last_modified or self.now
+                yield entry, (self.now - when).total_seconds()
+
+    def run(self, older_than: float | None, max_bytes: int | None, uploads_older_than: float,
+            delete_empty_manifests: bool) -> GCReport:
+        started = time.perf_counter()
+        cutoff_minute, cutoff_quota = self._budget(older_than, max_bytes)
+        deleted = freed = kept = kept_bytes = 0
+        left: Counter[str] = Counter()
+        for entry, age in self.blocks():
+            assert entry.parsed is not None
+            minute = self._minute(entry)
+            size = entry.info.size
+            doomed = older_than is not None and age > older_than
+            if not doomed and cutoff_minute is not None:
+                doomed = minute < cutoff_minute
+                if minute == cutoff_minute and cutoff_quota > 0:
+                    doomed, cutoff_quota = True, cutoff_quota - size
+            if doomed:
+                deleted, freed = deleted + 1, freed + size
+                self._delete(entry.info.key)
+            else:
+                kept, kept_bytes = kept + 1, kept_bytes + size
+                left[entry.parsed.folder] += 1
+        self._flush()
+        manifests_deleted = 0
+        if delete_empty_manifests:
+            empty = [key for folder, key in sorted(self.manifests.items()) if not left[folder]]
+            for key in empty:
+                self._delete(key)
+            self._flush()
+            manifests_deleted = len([k for k in empty if k not in self.failures])
+        return GCReport(
+            location=self.loc.url,
+            blocks_deleted=deleted,
+            bytes_freed=freed,
+            blocks_kept=kept,
+            bytes_kept=kept_bytes,
+            manifests_deleted=manifests_deleted,
+            uploads_aborted=self._abort_uploads(uploads_older_than),
+            failures=self.failures,
+            dry_run=self.dry_run,
+            seconds=time.perf_counter() - started,
+            stray_keys=self.stray,
+            delete_requests=self.requests,
+        )
+
+    def _minute(self, entry: Entry) -> int:
+        when = entry.info.last_modified or self.now
+        return int(when.timestamp()) // _MINUTE
+
+    def _budget(self, older_than: float | None, max_bytes: int | None) -> tuple[int | None, int]:
+        """First pass for ``max_bytes``: the cutoff minute and the bytes to free within it."""
+        if max_bytes is None:
+            return None, 0
+        per_minute: Counter[int] = Counter()
+        for entry, age in self.blocks():
+            if older_than is None or age <= older_than:
+                per_minute[self._minute(entry)] += entry.info.size
+        excess = sum(per_minute.values()) - max_bytes
+        for minute in sorted(per_minute):
+            if excess <= 0:
+                return minute, 0
+            if per_minute[minute] >= excess:
+                return minute, excess
+            excess -= per_minute[minute]
+        return None, 0
+
+    def _delete(self, key: str) -> None:
+        self.pending.append(key)
+        if len(self.pending) >= DELETE_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        batch, self.pending = self.pending, []
+        if not batch or self.dry_run:
+            return
+        self.requests += 1
+        try:
+            self.failures.update(with_retries(lambda: self.store.delete_many(batch), self.settings))
+        except S3KVError as exc:
+            self.failures.update({key: str(exc) for key in batch})
+
+    def _abort_uploads(self, older_than: float) -> int:
+        limit = self.now - timedelta(seconds=older_than)
+        aborted = 0
+        for upload in self.store.list_multipart_uploads(list_root(self.loc)):
+            if upload.initiated is not None and upload.initiated < limit:
+                if not self.dry_run:
+                    self._abort(upload)
+                aborted += 1
+        return aborted
+
+    def _abort(self, upload: MultipartUpload) -> None:
+        with_retries(lambda: self.store.abort_multipart_upload(upload), self.settings)
+

@@ -1,0 +1,131 @@
+"""What a location holds: one row per namespace, from one listing and its manifests.
+
+Namespaces without a manifest (as vLLM's object-store tier leaves them) are shown too,
+named from their folder. Caches nested under deeper prefixes are listed with their prefix.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from s3kv.listing import MAX_EXAMPLES, read_manifest, walk
+from s3kv.location import Location, parse_location
+from s3kv.namespace import DIGEST_LENGTH
+from s3kv.settings import S3Settings
+from s3kv.stores import open_store
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceSummary:
+    """One namespace at a location."""
+
+    prefix: str
+    folder: str
+    model: str
+    """From the manifest; without one, the folder's model part (``/`` shown as ``_``)."""
+    dtype: str | None
+    tp_size: int | None
+    pp_size: int | None
+    pcp_size: int | None
+    dcp_size: int | None
+    ranks: tuple[int, ...]
+    blocks: int
+    bytes: int
+    oldest: datetime | None
+    newest: datetime | None
+    manifest: bool
+    manifest_problem: str = ""
+    styles: tuple[str, ...] = ()
+    """Key styles seen: ``s3kv`` (vLLM's filesystem tier layout) and/or ``vllm-obj``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    location: str
+    namespaces: tuple[NamespaceSummary, ...]
+    stray_keys: int
+    stray_examples: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def blocks(self) -> int:
+        return sum(n.blocks for n in self.namespaces)
+
+    @property
+    def bytes(self) -> int:
+        return sum(n.bytes for n in self.namespaces)
+
+
+@dataclass
+class _Tally:
+    ranks: set[int] = field(default_factory=set)
+    styles: set[str] = field(default_factory=set)
+    blocks: int = 0
+    bytes: int = 0
+    oldest: datetime | None = None
+    newest: datetime | None = None
+    manifest: bool = False
+
+
+def inventory(location: str | Location, *, settings: S3Settings | None = None) -> Inventory:
+    """List the namespaces at ``location`` (one listing, then one GET per manifest)."""
+    loc = location if isinstance(location, Location) else parse_location(location)
+    settings = settings if settings is not None else S3Settings.resolve()
+    started = time.perf_counter()
+    store = open_store(loc, settings)
+    try:
+        tallies: dict[tuple[str, str], _Tally] = {}
+        stray = 0
+        examples: list[str] = []
+        for entry in walk(store, loc, exact_prefix=False):
+            parsed = entry.parsed
+            if parsed is None:
+                stray += 1
+                if len(examples) < MAX_EXAMPLES:
+                    examples.append(entry.info.key)
+                continue
+            tally = tallies.setdefault((parsed.prefix, parsed.folder), _Tally())
+            if parsed.kind == "manifest":
+                tally.manifest = True
+                continue
+            assert parsed.rank is not None
+            tally.ranks.add(parsed.rank)
+            tally.styles.add(parsed.style)
+            tally.blocks += 1
+            tally.bytes += entry.info.size
+            when = entry.info.last_modified
+            if when is not None:
+                tally.oldest = when if tally.oldest is None else min(tally.oldest, when)
+                tally.newest = when if tally.newest is None else max(tally.newest, when)
+        rows = []
+        for (prefix, folder), tally in sorted(tallies.items()):
+            manifest = (
+                read_manifest(store, prefix, folder, settings) if tally.manifest else None
+            )
+            ns = manifest.namespace if manifest is not None else None
+            rows.append(
+                NamespaceSummary(
+                    prefix=prefix,
+                    folder=folder,
+                    model=ns.model_name if ns is not None else folder[: -(DIGEST_LENGTH + 1)],
+                    dtype=ns.dtype if ns is not None else None,
+                    tp_size=ns.tp_size if ns is not None else None,
+                    pp_size=ns.pp_size if ns is not None else None,
+                    pcp_size=ns.pcp_size if ns is not None else None,
+                    dcp_size=ns.dcp_size if ns is not None else None,
+                    ranks=tuple(sorted(tally.ranks)),
+                    blocks=tally.blocks,
+                    bytes=tally.bytes,
+                    oldest=tally.oldest,
+                    newest=tally.newest,
+                    manifest=manifest is not None,
+                    manifest_problem=manifest.problem if manifest is not None else "",
+                    styles=tuple(sorted(tally.styles)),
+                )
+            )
+    finally:
+        store.close()
+    return Inventory(loc.url, tuple(rows), stray, tuple(examples),
+                     time.perf_counter() - started)

@@ -1,0 +1,145 @@
+"""Walking a cache's listing: every key parsed once, strays set apart, manifests read.
+
+``push``, ``pull``, ``cp``, ``ls``, ``verify`` and ``gc`` all start here. A listing is
+streamed page by page, never held whole, so memory stays flat however many blocks a
+prefix holds. A key is trusted only once :func:`s3kv.parse_key` accepts it; anything
+else is a *stray* key: counted, shown, never copied, never turned into a path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from s3kv.errors import ManifestError, NotAnS3KVKeyError, ObjectNotFoundError
+from s3kv.location import Location
+from s3kv.namespace import CONFIG_FILENAME, Namespace
+from s3kv.parse import ParsedKey, parse_key
+from s3kv.retry import with_retries
+from s3kv.settings import S3Settings
+from s3kv.stores import ObjectInfo, Store
+
+MAX_EXAMPLES = 100
+"""Stray keys (and similar) shown by name in a report; the rest are only counted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One listed object: parsed, or stray with the reason."""
+
+    info: ObjectInfo
+    parsed: ParsedKey | None
+    reason: str = ""
+
+
+def root_of(prefix: str) -> str:
+    """What precedes a namespace folder in keys written under ``prefix`` (s3kv style)."""
+    return f"{prefix}/" if prefix else ""
+
+
+def list_root(location: Location) -> str:
+    """The listing prefix of a location: its prefix and a ``/`` (both key styles)."""
+    return root_of(location.prefix)
+
+
+def walk(store: Store, location: Location, *, exact_prefix: bool) -> Iterator[Entry]:
+    """Every object under the location, in listing order, parsed.
+
+    With ``exact_prefix`` a key of a cache nested deeper (``prefix/other/<folder>/...``)
+    is stray: copying it would flatten two caches into one.
+    """
+    for info in store.list(list_root(location)):
+        try:
+            parsed = parse_key(info.key)
+        except NotAnS3KVKeyError as exc:
+            yield Entry(info, None, str(exc))
+            continue
+        if exact_prefix and parsed.prefix != location.prefix:
+            yield Entry(
+                info,
+                None,
+                f"{info.key!r} belongs to a cache under prefix {parsed.prefix!r}, not "
+                f"{location.prefix!r}",
+            )
+            continue
+        yield Entry(info, parsed)
+
+
+def manifest_key(prefix: str, folder: str) -> str:
+    return f"{root_of(prefix)}{folder}/{CONFIG_FILENAME}"
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A namespace's ``config.json`` as stored, and what it says."""
+
+    key: str
+    data: bytes
+    namespace: Namespace | None
+    problem: str = ""
+    """Why the manifest cannot be trusted (unparseable, or fields that do not hash to
+    the folder's digest); empty when it is sound."""
+
+
+def read_manifest(
+    store: Store, prefix: str, folder: str, settings: S3Settings
+) -> Manifest | None:
+    """The manifest of ``folder`` under ``prefix``, checked against the folder; None if absent."""
+    key = manifest_key(prefix, folder)
+    try:
+        data, _ = with_retries(lambda: store.get(key), settings)
+    except ObjectNotFoundError:
+        return None
+    return Manifest(key, data, *check_manifest(data, folder))
+
+
+def check_manifest(data: bytes, folder: str) -> tuple[Namespace | None, str]:
+    """Parse a manifest and check its fields hash to the folder it sits in."""
+    try:
+        namespace = Namespace.from_manifest(data)
+    except ManifestError as exc:
+        return None, f"unreadable manifest: {exc}"
+    if namespace.folder != folder:
+        return namespace, (
+            f"its fields hash to folder {namespace.folder!r}, not {folder!r} (edited, or "
+            "copied into the wrong folder); vLLM would never read blocks for it here"
+        )
+    return namespace, ""
+
+
+class SortedPresence:
+    """Which relative paths exist under a destination root, from one sorted listing.
+
+    Queries arrive in the order the source was listed, which is key order, so the
+    destination is listed alongside in a single pass (a merge join): memory stays flat
+    and a re-run costs one listing, not one HEAD per block. A query behind the cursor
+    (a source mixing key styles) reopens the listing at that key with ``start_after``.
+    Answers only save requests; writes are create-only, so a wrong "absent" costs one
+    redundant request and never an overwrite.
+    """
+
+    def __init__(self, store: Store, root: str) -> None:
+        self.store = store
+        self.root = root
+        self.listings = 0
+        self._items: Iterator[ObjectInfo] | None = None
+        self._current: ObjectInfo | None = None
+        self._last = ""
+
+    def size_of(self, relative: str) -> int | None:
+        """The size of ``root + relative`` if it exists, else None."""
+        key = self.root + relative
+        if self._items is None or key < self._last:
+            self._open(key)
+        self._last = key
+        while self._current is not None and self._current.key < key:
+            self._current = next(self._items, None)  # type: ignore[arg-type]
+        if self._current is not None and self._current.key == key:
+            return self._current.size
+        return None
+
+    def _open(self, key: str) -> None:
+        # start_after is exclusive: start just before the key (no key sorts between).
+        self.listings += 1
+        self._items = self.store.list(self.root, start_after=key[:-1] or None)
+        self._current = next(self._items, None)

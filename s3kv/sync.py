@@ -1,0 +1,342 @@
+"""Copying caches between locations: the engine behind ``push``, ``pull`` and ``cp``.
+
+One streaming walk of the source listing; every key parsed (strays are counted, never
+copied); destination keys rebuilt from the parsed key (never from the raw source key),
+so no bucket content can name a path outside the destination. Per namespace the
+manifest is created first, then its blocks: create-only, concurrent on a bounded pool
+with a bounded number of blocks in flight (memory stays flat for any count),
+checksummed, and resumable: the destination is listed once alongside the source
+(:class:`s3kv.listing.SortedPresence`), so a re-run sends only what is missing.
+Both sides on one S3 endpoint: server-side copy; otherwise bytes stream through.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from s3kv import integrity
+from s3kv.errors import S3KVError, SizeMismatchError
+from s3kv.listing import (
+    MAX_EXAMPLES,
+    Entry,
+    SortedPresence,
+    check_manifest,
+    manifest_key,
+    read_manifest,
+    root_of,
+    walk,
+)
+from s3kv.location import Location, parse_location
+from s3kv.parse import ParsedKey
+from s3kv.retry import with_retries
+from s3kv.settings import S3Settings
+from s3kv.stores import PutOptions, S3Store, Store, open_store
+from s3kv.transfer import BLOCK_TAGS
+
+MAX_FAILURES_KEPT = 1000
+"""Failed blocks named in a report (all are counted)."""
+
+ManifestStatus = Literal["copied", "present", "would-copy", "missing", "invalid", "conflict"]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncOptions:
+    """What to copy and how."""
+
+    namespaces: tuple[str, ...] = ()
+    """Only these namespaces (folder names or 12-hex digests); empty: all."""
+    ranks: tuple[int, ...] = ()
+    """Only blocks of these ranks; empty: all. Manifests are rank-less and always copied."""
+    allow_missing_manifest: bool = False
+    """Copy blocks of namespaces without a manifest (vLLM's object-store tier writes none)."""
+    dry_run: bool = False
+    concurrency: int | None = None
+    """Blocks in flight at once; default: the destination settings' concurrency."""
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceSync:
+    """What happened to one namespace."""
+
+    folder: str
+    manifest: ManifestStatus
+    copied: int = 0
+    already_present: int = 0
+    failed: int = 0
+    skipped: int = 0
+    """Blocks not copied because the namespace's manifest is missing, invalid or in conflict."""
+    bytes: int = 0
+    problem: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncProgress:
+    """Where a running sync is (passed to ``on_progress``)."""
+
+    blocks_done: int
+    blocks_listed: int
+    bytes: int
+    listing_done: bool
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReport:
+    """The outcome of one sync. ``copied`` means "would copy" in a dry run."""
+
+    source: str
+    destination: str
+    namespaces: tuple[NamespaceSync, ...]
+    copied: int
+    already_present: int
+    failed: int
+    skipped: int
+    bytes: int
+    seconds: float
+    stray_keys: int
+    stray_examples: tuple[str, ...] = ()
+    failures: Mapping[str, str] = field(default_factory=dict)
+    """Destination key -> why (the first :data:`MAX_FAILURES_KEPT`)."""
+    server_side: bool = False
+    dry_run: bool = False
+    destination_listings: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """No block failed and no namespace was left out for want of a sound manifest."""
+        return self.failed == 0 and self.skipped == 0 and all(
+            n.manifest not in ("invalid", "conflict") for n in self.namespaces
+        )
+
+
+def sync(
+    source: str | os.PathLike[str] | Location,
+    destination: str | os.PathLike[str] | Location,
+    *,
+    settings: S3Settings | None = None,
+    source_settings: S3Settings | None = None,
+    options: SyncOptions | None = None,
+    on_progress: Callable[[SyncProgress], None] | None = None,
+) -> SyncReport:
+    """Copy every namespace (manifest, then blocks) from ``source`` to ``destination``."""
+    src_loc = source if isinstance(source, Location) else parse_location(source)
+    dst_loc = destination if isinstance(destination, Location) else parse_location(destination)
+    dst_settings = settings if settings is not None else S3Settings.resolve()
+    src_settings = source_settings if source_settings is not None else dst_settings
+    src = open_store(src_loc, src_settings)
+    dst = open_store(dst_loc, dst_settings)
+    try:
+        job = _Sync(src_loc, dst_loc, src, dst, src_settings, dst_settings,
+                    options or SyncOptions(), on_progress)
+        return job.run()
+    finally:
+        src.close()
+        dst.close()
+
+
+class _Sync:
+    def __init__(self, src_loc: Location, dst_loc: Location, src: Store, dst: Store,
+                 src_settings: S3Settings, dst_settings: S3Settings, options: SyncOptions,
+                 on_progress: Callable[[SyncProgress], None] | None) -> None:
+        self.src_loc, self.dst_loc, self.src, self.dst = src_loc, dst_loc, src, dst
+        self.src_settings, self.settings, self.options = src_settings, dst_settings, options
+        self.on_progress = on_progress
+        self.server_side = (
+            isinstance(src, S3Store) and isinstance(dst, S3Store) and src.endpoint == dst.endpoint
+        )
+        self.dst_root = root_of(dst_loc.prefix)
+        self.presence = SortedPresence(dst, self.dst_root)
+        self.namespaces: dict[str, NamespaceSync] = {}
+        self.failures: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.stray = 0
+        self.stray_examples: list[str] = []
+        self.listed = self.done = self.nbytes = 0
+        self.started = time.perf_counter()
+        concurrency = options.concurrency or dst_settings.concurrency
+        self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="s3kv-sync")
+        # Blocks in flight (each holding its bytes) never exceed twice the pool size.
+        self.slots = threading.BoundedSemaphore(concurrency * 2)
+
+    def run(self) -> SyncReport:
+        try:
+            for entry in walk(self.src, self.src_loc, exact_prefix=True):
+                if entry.parsed is None:
+                    self.stray += 1
+                    if len(self.stray_examples) < MAX_EXAMPLES:
+                        self.stray_examples.append(entry.info.key)
+                    continue
+                self._visit(entry, entry.parsed)
+            self.pool.shutdown(wait=True)
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        self._progress(listing_done=True)
+        return self._report()
+
+    def _wanted(self, parsed: ParsedKey) -> bool:
+        wanted = self.options.namespaces
+        return not wanted or parsed.folder in wanted or parsed.digest in wanted
+
+    def _visit(self, entry: Entry, parsed: ParsedKey) -> None:
+        if not self._wanted(parsed):
+            return
+        state = self.namespaces.get(parsed.folder) or self._prepare(parsed)
+        if parsed.kind != "block":
+            return
+        if self.options.ranks and parsed.rank not in self.options.ranks:
+            return
+        self.listed += 1
+        if state.manifest in ("invalid", "conflict") or (
+            state.manifest == "missing" and not self.options.allow_missing_manifest
+        ):
+            self._count(parsed.folder, skipped=1)
+            return
+        relative = parsed.relative_path
+        present_size = self.presence.size_of(relative)
+        if present_size is not None:
+            if present_size == entry.info.size:
+                self._count(parsed.folder, already_present=1)
+            else:
+                self._fail(parsed.folder, self.dst_root + relative,
+                           f"exists with {present_size} bytes, the source has "
+                           f"{entry.info.size}; run 's3kv verify' on the destination")
+            return
+        if self.options.dry_run:
+            self._count(parsed.folder, copied=1, bytes=entry.info.size)
+            return
+        self.slots.acquire()
+        future = self.pool.submit(self._copy, entry.info.key, self.dst_root + relative,
+                                  entry.info.size)
+        future.add_done_callback(self._collector(parsed.folder, self.dst_root + relative))
+
+    # -- manifests --------------------------------------------------------------------
+
+    def _prepare(self, parsed: ParsedKey) -> NamespaceSync:
+        """Copy the namespace's manifest before any of its blocks; decide if blocks go."""
+        folder = parsed.folder
+        manifest = read_manifest(self.src, self.src_loc.prefix, folder, self.src_settings)
+        status: ManifestStatus
+        problem = ""
+        if manifest is None:
+            status, problem = "missing", (
+                f"no {folder}/config.json at the source"
+                + ("" if self.options.allow_missing_manifest
+                   else "; blocks left out (pass --allow-missing-manifest to copy them)")
+            )
+        elif manifest.problem:
+            status, problem = "invalid", f"{manifest.key}: {manifest.problem}"
+        else:
+            status, problem = self._put_manifest(folder, manifest.data)
+        state = NamespaceSync(folder, status, problem=problem)
+        self.namespaces[folder] = state
+        return state
+
+    def _put_manifest(self, folder: str, data: bytes) -> tuple[ManifestStatus, str]:
+        key = manifest_key(self.dst_loc.prefix, folder)
+        if self.options.dry_run:
+            exists = with_retries(lambda: self.dst.head(key), self.settings) is not None
+            return ("present" if exists else "would-copy"), ""
+        created = with_retries(
+            lambda: self.dst.put(key, data, PutOptions(create_only=True)), self.settings
+        )
+        if created:
+            return "copied", ""
+        existing, _ = with_retries(lambda: self.dst.get(key), self.settings)
+        if existing == data:
+            return "present", ""
+        theirs, problem = check_manifest(existing, folder)
+        ours, _ = check_manifest(data, folder)
+        if problem or theirs is None or ours is None or theirs.fields != ours.fields:
+            return "conflict", (
+                f"{self.dst_loc.url_for(key)} exists and differs from the source's "
+                f"manifest ({problem or 'other fields'}); blocks left out"
+            )
+        return "present", ""
+
+    # -- blocks -----------------------------------------------------------------------
+
+    def _copy(self, src_key: str, dst_key: str, size: int) -> tuple[bool, int]:
+        """Copy one block; (created, bytes)."""
+        if self.server_side:
+            created = with_retries(
+                lambda: self.dst.copy_from(self.src, src_key, dst_key), self.settings
+            )
+            return created, size if created else 0
+        data, info = with_retries(lambda: self.src.get(src_key), self.src_settings)
+        where = self.src_loc.url_for(src_key)
+        if len(data) != size:
+            raise SizeMismatchError(f"{where}: listed as {size} bytes, read {len(data)}")
+        checksum = info.checksum
+        if checksum is not None:
+            integrity.verify(checksum, data, where=where)
+        else:
+            checksum = integrity.compute(self.settings.checksum, data)
+        options = PutOptions(create_only=True, checksum=checksum, tags=BLOCK_TAGS)
+        created = with_retries(lambda: self.dst.put(dst_key, data, options), self.settings)
+        return created, len(data) if created else 0
+
+    def _collector(self, folder: str, dst_key: str) -> Callable[[Future[tuple[bool, int]]], None]:
+        def done(future: Future[tuple[bool, int]]) -> None:
+            self.slots.release()
+            try:
+                created, nbytes = future.result()
+            except S3KVError as exc:
+                self._fail(folder, dst_key, str(exc))
+            except Exception as exc:  # a bug must not lose the block: report it
+                self._fail(folder, dst_key, f"unexpected {type(exc).__name__}: {exc}")
+            else:
+                if created:
+                    self._count(folder, copied=1, bytes=nbytes)
+                else:
+                    self._count(folder, already_present=1)
+
+        return done
+
+    # -- bookkeeping ------------------------------------------------------------------
+
+    def _fail(self, folder: str, key: str, reason: str) -> None:
+        with self.lock:
+            if len(self.failures) < MAX_FAILURES_KEPT:
+                self.failures[key] = reason
+        self._count(folder, failed=1)
+
+    def _count(self, folder: str, **deltas: int) -> None:
+        with self.lock:
+            state = self.namespaces[folder]
+            self.namespaces[folder] = replace(
+                state, **{k: getattr(state, k) + v for k, v in deltas.items()}
+            )
+            self.done += 1
+            self.nbytes += deltas.get("bytes", 0)
+        self._progress(listing_done=False)
+
+    def _progress(self, *, listing_done: bool) -> None:
+        if self.on_progress is not None:
+            self.on_progress(SyncProgress(self.done, self.listed, self.nbytes, listing_done,
+                                          time.perf_counter() - self.started))
+
+    def _report(self) -> SyncReport:
+        states = tuple(self.namespaces[k] for k in sorted(self.namespaces))
+        return SyncReport(
+            source=self.src_loc.url,
+            destination=self.dst_loc.url,
+            namespaces=states,
+            copied=sum(s.copied for s in states),
+            already_present=sum(s.already_present for s in states),
+            failed=sum(s.failed for s in states),
+            skipped=sum(s.skipped for s in states),
+            bytes=sum(s.bytes for s in states),
+            seconds=time.perf_counter() - self.started,
+            stray_keys=self.stray,
+            stray_examples=tuple(self.stray_examples),
+            failures=dict(self.failures),
+            server_side=self.server_side,
+            dry_run=self.options.dry_run,
+            destination_listings=self.presence.listings,
+        )

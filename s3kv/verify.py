@@ -1,0 +1,199 @@
+"""Checking a location: manifests, key layout, block sizes and (``deep``) checksums.
+
+One listing gives keys and sizes: every key must parse; every manifest must hash to its
+folder's digest; blocks of one namespace and rank are rows of one CPU-tier tensor, so
+they share a size, and a block of another size (fewer than the majority) is short or
+corrupt. ``deep`` reads every block and checks the checksum recorded when it was stored.
+Blocks of a namespace without a manifest are orphans.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal
+
+from s3kv import integrity
+from s3kv.errors import IntegrityError, S3KVError
+from s3kv.listing import read_manifest, walk
+from s3kv.location import Location, parse_location
+from s3kv.retry import with_retries
+from s3kv.settings import S3Settings
+from s3kv.stores import Store, open_store
+
+FindingKind = Literal[
+    "stray-key", "manifest-invalid", "manifest-mismatch", "orphan", "size-mismatch",
+    "checksum-mismatch", "read-failed",
+]
+MAX_FINDINGS_PER_KIND = 1000
+"""Findings of one kind kept by name in a report (all are counted)."""
+MAX_KEYS_PER_SIZE = 10_000
+"""Keys remembered per (namespace, rank, size) to name the odd-sized ones at the end."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: FindingKind
+    key: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    location: str
+    namespaces: int
+    blocks: int
+    findings: tuple[Finding, ...]
+    counts: dict[str, int] = field(default_factory=dict)
+    """Findings per kind (including those not kept by name)."""
+    deep: bool = False
+    blocks_read: int = 0
+    bytes_read: int = 0
+    unverified: int = 0
+    """Deep: blocks read that carry no recorded checksum (size-checked only)."""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.counts
+
+
+@dataclass
+class _Rank:
+    sizes: Counter[int] = field(default_factory=Counter)
+    keys: dict[int, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class _Namespace:
+    manifest: bool = False
+    blocks: int = 0
+    ranks: dict[int, _Rank] = field(default_factory=dict)
+
+
+def verify(
+    location: str | Location,
+    *,
+    settings: S3Settings | None = None,
+    deep: bool = False,
+    concurrency: int | None = None,
+) -> VerifyReport:
+    """Check everything at ``location``; see the module docstring for what is checked."""
+    loc = location if isinstance(location, Location) else parse_location(location)
+    settings = settings if settings is not None else S3Settings.resolve()
+    store = open_store(loc, settings)
+    try:
+        return _Verify(loc, store, settings, deep, concurrency or settings.concurrency).run()
+    finally:
+        store.close()
+
+
+class _Verify:
+    def __init__(self, loc: Location, store: Store, settings: S3Settings, deep: bool,
+                 concurrency: int) -> None:
+        self.loc, self.store, self.settings, self.deep = loc, store, settings, deep
+        self.findings: list[Finding] = []
+        self.counts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.read = self.read_bytes = self.unverified = 0
+        self.concurrency = concurrency
+        self.slots = threading.BoundedSemaphore(concurrency * 2)
+
+    def add(self, kind: FindingKind, key: str, message: str) -> None:
+        with self.lock:
+            self.counts[kind] += 1
+            if self.counts[kind] <= MAX_FINDINGS_PER_KIND:
+                self.findings.append(Finding(kind, key, message))
+
+    def run(self) -> VerifyReport:
+        started = time.perf_counter()
+        spaces: dict[tuple[str, str], _Namespace] = {}
+        blocks = 0
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="s3kv-verify") as pool:
+            for entry in walk(self.store, self.loc, exact_prefix=False):
+                parsed = entry.parsed
+                if parsed is None:
+                    self.add("stray-key", entry.info.key, entry.reason)
+                    continue
+                ns = spaces.setdefault((parsed.prefix, parsed.folder), _Namespace())
+                if parsed.kind == "manifest":
+                    ns.manifest = True
+                    continue
+                assert parsed.rank is not None
+                blocks += 1
+                ns.blocks += 1
+                rank = ns.ranks.setdefault(parsed.rank, _Rank())
+                size = entry.info.size
+                rank.sizes[size] += 1
+                keys = rank.keys.setdefault(size, [])
+                if len(keys) < MAX_KEYS_PER_SIZE:
+                    keys.append(entry.info.key)
+                if self.deep:
+                    self.slots.acquire()
+                    future = pool.submit(self._read, entry.info.key)
+                    future.add_done_callback(lambda _: self.slots.release())
+        for (prefix, folder), ns in sorted(spaces.items()):
+            self._check_namespace(prefix, folder, ns)
+        return VerifyReport(
+            location=self.loc.url,
+            namespaces=len(spaces),
+            blocks=blocks,
+            findings=tuple(sorted(self.findings, key=lambda f: (f.kind, f.key))),
+            counts=dict(self.counts),
+            deep=self.deep,
+            blocks_read=self.read,
+            bytes_read=self.read_bytes,
+            unverified=self.unverified,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _check_namespace(self, prefix: str, folder: str, ns: _Namespace) -> None:
+        where = f"{prefix}/{folder}" if prefix else folder
+        if ns.manifest:
+            manifest = read_manifest(self.store, prefix, folder, self.settings)
+            if manifest is not None and manifest.problem:
+                kind: FindingKind = (
+                    "manifest-invalid" if manifest.namespace is None else "manifest-mismatch"
+                )
+                self.add(kind, manifest.key, manifest.problem)
+        elif ns.blocks:
+            self.add("orphan", where, (
+                f"{ns.blocks} block(s) of namespace {folder} and no {folder}/config.json: "
+                "vLLM's object-store tier writes none; anything else lost it (push again "
+                "from a tree that has it)"
+            ))
+        for rank_no, rank in sorted(ns.ranks.items()):
+            if len(rank.sizes) < 2:
+                continue
+            # The majority size is the row size; on a tie the larger (a short object is
+            # the usual corruption).
+            usual, count = max(rank.sizes.items(), key=lambda item: (item[1], item[0]))
+            for size, keys in sorted(rank.keys.items()):
+                if size == usual:
+                    continue
+                for key in keys:
+                    self.add("size-mismatch", key, (
+                        f"{size} bytes, but {count} other block(s) of {folder} rank "
+                        f"{rank_no} are {usual} bytes: a short or foreign object"
+                    ))
+
+    def _read(self, key: str) -> None:
+        where = self.loc.url_for(key)
+        try:
+            data, info = with_retries(lambda: self.store.get(key), self.settings)
+            if info.checksum is not None:
+                integrity.verify(info.checksum, data, where=where)
+        except IntegrityError as exc:
+            self.add("checksum-mismatch", key, str(exc))
+            return
+        except S3KVError as exc:
+            self.add("read-failed", key, str(exc))
+            return
+        with self.lock:
+            self.read += 1
+            self.read_bytes += len(data)
+            if info.checksum is None:
+                self.unverified += 1

@@ -1,0 +1,151 @@
+"""Off the scheduler thread: vLLM transfer jobs become s3kv jobs; finished ones queue up.
+
+vLLM calls ``submit_store``/``submit_load`` under its scheduler lock, so they only
+enqueue. One dispatcher thread slices the primary rows and starts the s3kv job; the
+thread that finishes a job's last block queues its report for ``get_finished_jobs``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from vllm.v1.kv_offload.tiering.base import JobId, TransferJob
+
+from s3kv.downloader import Downloader
+from s3kv.jobs import TransferJob as S3Job
+from s3kv.report import TransferReport
+from s3kv.uploader import Uploader
+
+logger = logging.getLogger("s3kv.vllm")
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A vLLM job and what s3kv did with it (``report`` None: it never started)."""
+
+    job: TransferJob
+    report: TransferReport | None
+    error: str = ""
+
+
+class JobRunner:
+    """Runs stores (rows -> objects) and loads (objects -> rows) of one tier."""
+
+    def __init__(
+        self,
+        rows: memoryview,
+        block_size_bytes: int,
+        uploader: Uploader,
+        downloader: Downloader,
+        *,
+        on_finished: Callable[[Finished], None] | None = None,
+    ) -> None:
+        self._rows = rows
+        self._block_size = block_size_bytes
+        self._uploader = uploader
+        self._downloader = downloader
+        self._on_finished = on_finished
+        self._submitted: queue.SimpleQueue[TransferJob | None] = queue.SimpleQueue()
+        self._finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
+        self._idle = threading.Condition()
+        self._in_flight = 0
+        self._running: dict[JobId, S3Job] = {}  # guarded by _idle
+        self._closing = False
+        self._thread = threading.Thread(target=self._dispatch, name="s3kv_vllm_dispatch", daemon=True)
+        self._thread.start()
+
+    # -- scheduler thread ---------------------------------------------------------------
+
+    def submit(self, job: TransferJob) -> None:
+        with self._idle:
+            self._in_flight += 1
+        self._submitted.put(job)
+
+    def finished(self) -> list[Finished]:
+        out = []
+        while True:
+            try:
+                out.append(self._finished.get_nowait())
+            except queue.Empty:
+                return out
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until every submitted job has finished; False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
+
+    def shutdown(self, *, timeout: float | None = None) -> None:
+        """Drop jobs not yet started, cancel running ones (their requests in flight end)."""
+        self._closing = True
+        self._submitted.put(None)
+        self._thread.join()
+        with self._idle:
+            running = list(self._running.values())
+        for s3job in running:
+            s3job.cancel()
+        if not self.wait_idle(timeout):
+            logger.warning("s3kv tier shut down with %d job(s) still running", self._in_flight)
+
+    # -- dispatcher thread --------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        while True:
+            job = self._submitted.get()
+            if job is None:
+                break
+            if self._closing:
+                self._done(Finished(job, None, "shut down before it started"), report=False)
+                continue
+            try:
+                self._start(job)
+            except Exception as exc:  # a job that cannot start still gets reported
+                logger.exception("s3kv tier could not start job %s", job.job_id)
+                self._done(Finished(job, None, f"{type(exc).__name__}: {exc}"))
+        # Jobs queued after the sentinel were never started; vLLM drops them at shutdown.
+        while True:
+            try:
+                late = self._submitted.get_nowait()
+            except queue.Empty:
+                return
+            if late is not None:
+                self._done(Finished(late, None, "shut down before it started"), report=False)
+
+    def _start(self, job: TransferJob) -> None:
+        bs = self._block_size
+        rows = []
+        for cid in job.chunk_ids:
+            c = int(cid)
+            if c < 0 or (c + 1) * bs > len(self._rows):
+                raise IndexError(f"chunk id {c} is outside the primary tier's rows")
+            rows.append(self._rows[c * bs : (c + 1) * bs])
+        keys = list(job.keys)
+
+        def on_done(s3job: S3Job) -> None:
+            self._done(Finished(job, s3job.wait(0)))
+
+        if job.is_promotion:
+            s3job = self._downloader.submit_get_blocks(keys, into=rows, on_done=on_done)
+        else:
+            s3job = self._uploader.submit_put_blocks(zip(keys, rows), on_done=on_done)
+        with self._idle:
+            # done() turns True before on_done runs, so a job that finished already is
+            # never left here.
+            if not s3job.done():
+                self._running[job.job_id] = s3job
+
+    def _done(self, finished: Finished, *, report: bool = True) -> None:
+        if report:
+            if self._on_finished is not None:
+                try:
+                    self._on_finished(finished)
+                except Exception:
+                    logger.exception("s3kv tier: bookkeeping of job %s failed", finished.job.job_id)
+            self._finished.put(finished)
+        with self._idle:
+            self._running.pop(finished.job.job_id, None)
+            self._in_flight -= 1
+            self._idle.notify_all()

@@ -1,0 +1,205 @@
+"""``S3TierManager``: vLLM 0.33.0's ``SecondaryTierManager`` over s3kv.
+
+Keys are the filesystem tier's (``FileMapper`` with ``blocks_per_file =
+blocks_per_chunk`` and ``parallel_agnostic=True``) under the URL's prefix, so a cache
+pushed from vLLM's ``fs`` tier is found here and a cache pulled from here is found by
+it. ``style="vllm-obj"`` reads and writes vLLM's object-store tier keys instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from vllm.v1.kv_offload.base import (
+    Locality,
+    LookupResult,
+    Medium,
+    OffloadingEvent,
+    OffloadKey,
+    ReqContext,
+)
+from vllm.v1.kv_offload.tiering.backpressure import BackpressureDetector
+from vllm.v1.kv_offload.tiering.base import (
+    JobResult,
+    RequestOffloadingContext,
+    ScheduleEndContext,
+    SecondaryTierManager,
+    TransferJob,
+)
+
+from s3kv.downloader import Downloader
+from s3kv.keys import KeyStyle
+from s3kv.location import parse_location
+from s3kv.namespace import Namespace
+from s3kv.settings import S3Settings
+from s3kv.stores import open_store
+from s3kv.uploader import Uploader
+from s3kv.vllm._lookup import S3AsyncLookupManager
+from s3kv.vllm._runner import Finished, JobRunner
+
+if TYPE_CHECKING:
+    from vllm.v1.kv_offload.base import OffloadingSpec
+
+logger = logging.getLogger("s3kv.vllm")
+
+SHUTDOWN_TIMEOUT_SECONDS = 30.0
+"""How long ``shutdown`` waits for cancelled jobs' last requests before it closes."""
+
+
+class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
+    """KV chunks in S3 (or MinIO, Ceph, any S3-compatible store), from pure Python.
+
+    ``url`` is ``s3://bucket/prefix``. Connection options are :class:`s3kv.S3Settings`
+    fields (``endpoint_url``, ``region``, ``concurrency``, ``ca_bundle``, ``profile``,
+    ``max_attempts``, ``checksum``, ...); unset ones come from ``S3KV_*``/``AWS_*``
+    variables; credentials from boto3's usual chain. The manifest (``config.json``) is
+    written at start, create-only: a store that cannot be reached fails engine start.
+    """
+
+    medium: ClassVar[Medium] = Medium.STORAGE
+
+    def __init__(
+        self,
+        offloading_spec: OffloadingSpec,
+        primary_kv_view: memoryview,
+        tier_type: str,
+        url: str,
+        *,
+        style: KeyStyle = "s3kv",
+        enable_kv_events: bool = False,
+        locality: str | None = None,
+        backpressure_detector: BackpressureDetector | None = None,
+        **settings: Any,
+    ) -> None:
+        super().__init__(offloading_spec, primary_kv_view, tier_type, backpressure_detector)
+        self.locality = Locality(locality) if locality is not None else None
+        self.events: list[OffloadingEvent] | None = None
+        if enable_kv_events and offloading_spec.kv_events_config.enable_kv_cache_events:
+            self.events = []
+        elif enable_kv_events:
+            logger.warning("enable_kv_events is set on tier %r but KV events are off", tier_type)
+
+        self.namespace = Namespace.from_vllm_config(
+            offloading_spec.config,
+            blocks_per_file=offloading_spec.blocks_per_chunk,
+            parallel_agnostic=True,
+        )
+        self.settings = S3Settings.resolve(**settings)
+        location = parse_location(url)
+        c = self.settings.concurrency
+        lookup_threads = max(4, c // 4)
+        # One client for stores, loads and lookups; its pool holds all their requests.
+        pool = self.settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
+        self.store = open_store(location, pool)
+        common: dict[str, Any] = {"settings": self.settings, "style": style, "store": self.store}
+        self.uploader = Uploader(location, self.namespace, concurrency=c, **common)
+        self.downloader = Downloader(location, self.namespace, concurrency=c, **common)
+        # Lookups get their own threads (so HEADs never queue behind loads), same cache.
+        prober = Downloader(
+            location,
+            self.namespace,
+            concurrency=lookup_threads,
+            presence_cache=self.downloader.presence,
+            **common,
+        )
+        self._prober = prober
+        self.uploader.ensure_manifest()
+
+        rows = primary_kv_view.cast("B")
+        self._runner = JobRunner(
+            rows, self.block_size_bytes, self.uploader, self.downloader, on_finished=self._remember
+        )
+        self._lookup_manager = S3AsyncLookupManager(prober, tier_type)
+        logger.info("s3kv tier %r: %s (%s keys, folder %s)", tier_type, location.url, style,
+                    self.namespace.folder)
+
+    # -- lookups ------------------------------------------------------------------------
+
+    def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
+        found = self._lookup_manager.lookup(key, req_context)
+        if found is None:
+            return LookupResult.RETRY
+        return LookupResult.HIT if found else LookupResult.MISS
+
+    def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
+        return RequestOffloadingContext()
+
+    def on_request_finished(self, req_context: ReqContext) -> None:
+        self._lookup_manager.cleanup(req_context.req_id)
+
+    def on_schedule_end(self, context: ScheduleEndContext) -> None:
+        self._lookup_manager.flush()
+
+    def touch(self, keys: Collection[OffloadKey], req_context: ReqContext) -> None:
+        """Nothing to do: objects expire by a lifecycle rule, not by recency."""
+
+    # -- transfers ----------------------------------------------------------------------
+
+    def submit_store(self, job_metadata: TransferJob) -> None:
+        self._runner.submit(job_metadata)
+
+    def submit_load(self, job_metadata: TransferJob) -> None:
+        self._runner.submit(job_metadata)
+
+    def get_finished_jobs(self) -> Iterable[JobResult]:
+        return [self._result(f) for f in self._runner.finished()]
+
+    def _result(self, finished: Finished) -> JobResult:
+        job, report = finished.job, finished.report
+        keys = list(job.keys)
+        if report is None:
+            ok: tuple[OffloadKey, ...] = ()
+            seconds, nbytes = 0.0, 0
+        else:
+            ok = report.done if job.is_promotion else report.done + report.already_present
+            seconds, nbytes = report.seconds, report.bytes
+        success = len(ok) == len(keys)
+        if not job.is_promotion:
+            if self.events is not None and ok:
+                self.events.append(OffloadingEvent(keys=list(ok), medium=self.medium,
+                                                   removed=False, locality=self.locality))
+            return JobResult(job.job_id, success, None, seconds, nbytes)
+        if success:
+            return JobResult(job.job_id, True, None, seconds, nbytes)
+        # Only the failed keys are recomputed; the lookup cache stops offering them.
+        good = set(ok)
+        self._lookup_manager.mark_miss([k for k in keys if k not in good])
+        return JobResult(job.job_id, False, ok or None, seconds, nbytes)
+
+    def _remember(self, finished: Finished) -> None:
+        """On the I/O thread: log failures; stored blocks are known present from now on."""
+        report, job = finished.report, finished.job
+        if report is None:
+            logger.warning("s3kv tier: job %s failed: %s", job.job_id, finished.error)
+            return
+        if report.failed or report.missing:
+            why = "; ".join(f"{k.hex()}: {r}" for k, r in list(report.failed.items())[:3])
+            logger.warning(
+                "s3kv tier: %s job %s: %d of %d blocks failed, %d missing%s",
+                "load" if job.is_promotion else "store", job.job_id, len(report.failed),
+                report.count, len(report.missing), f" ({why})" if why else "",
+            )
+        if not job.is_promotion:
+            for key in report.done + report.already_present:
+                self.downloader.presence.put(self.uploader.keys.key_for(key), True)
+
+    def take_events(self) -> Iterable[OffloadingEvent]:
+        if self.events:
+            events, self.events = self.events, []
+            yield from events
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def drain_jobs(self) -> None:
+        """Block until no job reads or writes the primary rows (results: next poll)."""
+        self._runner.wait_idle()
+
+    def shutdown(self) -> None:
+        """Stop lookups, drop jobs not started, cancel running ones, close connections."""
+        self._lookup_manager.shutdown()
+        self._runner.shutdown(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+        for transfer in (self._prober, self.downloader, self.uploader):
+            transfer.close(wait=False)
+        self.store.close()

@@ -1,0 +1,331 @@
+"""Shared fixtures: S3 endpoints the suite starts itself (127.0.0.1 only), and backends.
+
+One parametrised ``backend`` fixture runs the same store and transfer tests on:
+
+* ``moto``        moto in-process (botocore patched; no sockets)
+* ``moto-server`` moto's HTTP server in its own process, on a free loopback port
+* ``local``       a directory in vLLM's filesystem-tier layout
+* ``rgw-http``    Ceph RADOS Gateway over HTTP (tests/servers/rgw.py)
+* ``rgw-https``   the same over TLS, trusting its self-signed CA via s3kv's ca_bundle
+
+``S3KV_TEST_BACKENDS=moto,local`` narrows the list for a quick local loop; CI runs all.
+Every S3 request s3kv makes is traced (``S3KV_TRACE_FILE``) so the Terraform policy
+proofs can check the writer/reader policies against what s3kv really did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / ".s3kv-test-artifacts"
+TRACE_FILE = ARTIFACTS / "s3-operations.jsonl"
+
+# Credentials for local endpoints only; nothing here may reach a real AWS account.
+TEST_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": "/dev/null",
+    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+}
+for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CA_BUNDLE"):
+    os.environ.pop(_name, None)
+for _name in [n for n in os.environ if n.startswith("S3KV_") and n != "S3KV_TEST_BACKENDS"]:
+    os.environ.pop(_name, None)
+os.environ.update(TEST_ENV)
+ARTIFACTS.mkdir(exist_ok=True)
+os.environ["S3KV_TRACE_FILE"] = str(TRACE_FILE)
+
+ALL_BACKENDS = ("moto", "moto-server", "local", "rgw-http", "rgw-https")
+BACKENDS = tuple(
+    b for b in os.environ.get("S3KV_TEST_BACKENDS", ",".join(ALL_BACKENDS)).split(",") if b
+)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    TRACE_FILE.write_text("")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Proofs that consume what the functional tests recorded run last.
+    items.sort(key=lambda item: item.get_closest_marker("after_functional") is not None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- servers ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """moto's S3 server in its own process on 127.0.0.1; yields its endpoint URL."""
+    port = free_port()
+    log = open(ARTIFACTS / "moto-server.log", "wb")  # noqa: SIM115 - closed at teardown
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(
+                    f"moto server did not start; see {ARTIFACTS / 'moto-server.log'}"
+                ) from None
+            time.sleep(0.1)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def rgw() -> Iterator[Any]:
+    """Ceph RGW (HTTP and HTTPS) for the session. Fails loudly if Ceph is not installed."""
+    from tests.servers.rgw import RGWServer
+
+    server = RGWServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# -- backends ---------------------------------------------------------------------------
+
+
+@dataclass
+class Backend:
+    """One place to run the same tests on: an S3 bucket or a directory."""
+
+    name: str
+    location: str
+    settings: Any
+    bucket: str | None = None
+    root: Path | None = None
+    client: Any = None
+    """A plain boto3 client, to act behind s3kv's back (tamper, inspect)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_s3(self) -> bool:
+        return self.bucket is not None
+
+    def raw_put(self, key: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
+        if self.client is not None:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, Metadata=metadata or {})
+        else:
+            assert self.root is not None
+            path = self.root / key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+    def raw_get(self, key: str) -> bytes:
+        if self.client is not None:
+            return bytes(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+        assert self.root is not None
+        return (self.root / key).read_bytes()
+
+    def raw_metadata(self, key: str) -> dict[str, str]:
+        if self.client is None:
+            return {}
+        return dict(self.client.head_object(Bucket=self.bucket, Key=key).get("Metadata", {}))
+
+    def raw_delete(self, key: str) -> None:
+        if self.client is not None:
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        else:
+            assert self.root is not None
+            (self.root / key).unlink()
+
+    def raw_keys(self, prefix: str = "") -> list[str]:
+        if self.client is not None:
+            keys: list[str] = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix
+            ):
+                keys.extend(o["Key"] for o in page.get("Contents", ()))
+            return sorted(keys)
+        assert self.root is not None
+        return sorted(
+            p.relative_to(self.root).as_posix()
+            for p in self.root.rglob("*")
+            if p.is_file() and p.relative_to(self.root).as_posix().startswith(prefix)
+        )
+
+    def tamper(self, key: str, data: bytes) -> None:
+        """Overwrite an object behind s3kv's back, keeping its metadata (checksum)."""
+        self.raw_put(key, data, self.raw_metadata(key))
+
+
+def _s3_client(endpoint: str | None, *, verify: Any = None) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        verify=verify,
+        config=Config(
+            s3={"addressing_style": "path"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
+
+
+def _bytes_body(request: Any, **_: Any) -> None:
+    if isinstance(request.body, memoryview):
+        request.body = request.body.tobytes()
+
+
+def _bucket_name() -> str:
+    return f"s3kv-test-{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The same tests on every backend (see module docstring)."""
+    yield from _make_backend(request, request.param, tmp_path)
+
+
+@pytest.fixture(params=[b for b in BACKENDS if b != "local"])
+def s3_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """Every S3 backend (no local directory)."""
+    yield from _make_backend(request, request.param, tmp_path)
+
+
+def _make_backend(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> Iterator[Backend]:
+    from s3kv import S3Settings
+
+    prefix = "team/kv"
+    if name == "local":
+        root = tmp_path / "cache"
+        yield Backend(name, str(root), S3Settings.resolve(), root=root)
+        return
+    bucket = _bucket_name()
+    if name == "moto":
+        from moto import mock_aws
+
+        import s3kv.stores.s3 as s3mod
+
+        real_make_client = s3mod.make_client
+
+        def make_client(settings: Any) -> Any:
+            # moto's in-process stub cannot read memoryview bodies (real HTTP sends them
+            # as they are); hand it bytes. Only this backend needs the copy.
+            client = real_make_client(settings)
+            client.meta.events.register_first("before-send.s3", _bytes_body)
+            return client
+
+        mp = pytest.MonkeyPatch()
+        mp.setattr(s3mod, "make_client", make_client)
+        request.addfinalizer(mp.undo)
+        with mock_aws():
+            client = _s3_client(None)
+            client.create_bucket(Bucket=bucket)
+            settings = S3Settings.resolve(max_attempts=3, backoff_base_seconds=0.01)
+            yield Backend(name, f"s3://{bucket}/{prefix}", settings, bucket=bucket, client=client)
+        return
+    if name == "moto-server":
+        endpoint = request.getfixturevalue("moto_server")
+        verify: Any = None
+        ca = None
+    elif name in ("rgw-http", "rgw-https"):
+        server = request.getfixturevalue("rgw")
+        os.environ["AWS_ACCESS_KEY_ID"] = server.access_key
+        os.environ["AWS_SECRET_ACCESS_KEY"] = server.secret_key
+        os.environ.pop("AWS_SESSION_TOKEN", None)
+        request.addfinalizer(lambda: os.environ.update(TEST_ENV))
+        tls = name == "rgw-https"
+        endpoint = server.https_endpoint if tls else server.http_endpoint
+        ca = server.ca_bundle if tls else None
+        verify = ca
+    else:
+        raise ValueError(f"unknown backend {name!r} in S3KV_TEST_BACKENDS")
+    client = _s3_client(endpoint, verify=verify)
+    client.create_bucket(Bucket=bucket)
+    settings = S3Settings.resolve(
+        endpoint_url=endpoint, ca_bundle=ca, max_attempts=3, backoff_base_seconds=0.01
+    )
+    yield Backend(
+        name, f"s3://{bucket}/{prefix}", settings, bucket=bucket, client=client,
+        extra={"endpoint": endpoint, "ca_bundle": ca},
+    )
+
+
+# -- what the functional tests recorded (consumed by tests/terraform proofs) -------------
+
+
+def _trace() -> list[dict[str, Any]]:
+    if not TRACE_FILE.exists():
+        return []
+    return [json.loads(line) for line in TRACE_FILE.read_text().splitlines() if line]
+
+
+@pytest.fixture(scope="session")
+def recorded_s3_operations() -> set[tuple[str, ...]]:
+    """Every S3 operation s3kv performed in this session, as policy-proof tuples."""
+    ops: set[tuple[str, ...]] = set()
+    for r in _trace():
+        op, bucket = r["op"], r.get("bucket", "")
+        if op == "CopyObject":
+            src = r.get("copy_source") or {}
+            ops.add((op, bucket, r["key"], src.get("Bucket", ""), src.get("Key", "")))
+        elif op == "DeleteObjects":
+            for key in r.get("keys", ()):
+                ops.add((op, bucket, key))
+        elif "key" in r:
+            ops.add((op, bucket, r["key"]))
+        elif "prefix" in r:
+            ops.add((op, bucket, r["prefix"]))
+        else:
+            ops.add((op, bucket, ""))
+    if not ops:
+        pytest.fail("no S3 operations were recorded: run the functional tests in this session")
+    return ops
+
+
+@pytest.fixture(scope="session")
+def written_s3_objects() -> list[tuple[str, dict[str, str], int]]:
+    """(key, tags, size) of every object s3kv wrote with PutObject in this session."""
+    objects = [
+        (r["key"], r.get("tags", {}), int(r.get("size", 0)))
+        for r in _trace()
+        if r["op"] in ("PutObject", "CreateMultipartUpload")
+        and (r["key"].endswith(".bin") or r["key"].endswith("/config.json"))
+    ]
+    if not objects:
+        pytest.fail("no objects were recorded: run the functional tests in this session")
+    return objects

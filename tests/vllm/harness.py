@@ -1,0 +1,130 @@
+"""Building vLLM's real offloading objects without a GPU, and driving a tier like vLLM."""
+
+from __future__ import annotations
+
+import mmap
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from vllm.v1.kv_offload.base import LookupResult, OffloadKey, ReqContext, make_offload_key
+from vllm.v1.kv_offload.config import (
+    OffloadingCacheConfig,
+    OffloadingConfig,
+    OffloadingGroupConfig,
+    OffloadingModelConfig,
+    OffloadingParallelConfig,
+)
+from vllm.v1.kv_offload.tiering.base import JobResult, ScheduleEndContext, TransferJob
+from vllm.v1.kv_offload.tiering.factory import SecondaryTierFactory
+from vllm.v1.kv_offload.tiering.spec import TieringOffloadingSpec
+
+ROW_BYTES = 64 * 1024
+MODEL = "Qwen/Qwen3-0.6B"
+END = ScheduleEndContext(new_req_ids=[], preempted_req_ids=())
+
+
+def offloading_config(
+    *, row_bytes: int = ROW_BYTES, chunks: int = 8, engine_id: str = "s3kv-test",
+    secondary_tiers: Sequence[dict[str, Any]] = (), blocks_per_chunk: int = 1,
+) -> OffloadingConfig:
+    extra: dict[str, Any] = {"spec_name": "TieringOffloadingSpec",
+                             "cpu_bytes_to_use": chunks * row_bytes}
+    if secondary_tiers:
+        extra["secondary_tiers"] = list(secondary_tiers)
+    return OffloadingConfig(
+        groups=(OffloadingGroupConfig(tokens_per_block=16, group_id=0, layer_names=(
+            "model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn")),),
+        worker_kv_bytes_per_block=row_bytes,
+        enable_kv_cache_events=False,
+        extra_config=extra,
+        engine_id=engine_id,
+        model=OffloadingModelConfig(name=MODEL, dtype="bfloat16"),
+        cache=OffloadingCacheConfig(tokens_per_hash=16, blocks_per_chunk=blocks_per_chunk),
+        parallel=OffloadingParallelConfig(
+            rank=0, world_size=1, tp_size=1, pp_size=1, pcp_size=1, dcp_size=1,
+            data_parallel_index=0, data_parallel_size=1, data_parallel_rank_local=None,
+            is_parallelism_agnostic=True),
+    )
+
+
+def spec(**kwargs: Any) -> TieringOffloadingSpec:
+    return TieringOffloadingSpec(offloading_config(**kwargs))
+
+
+def primary_view(chunks: int = 8, row_bytes: int = ROW_BYTES) -> tuple[memoryview, np.ndarray]:
+    """A page-aligned (anonymous mmap) int8 region shaped like vLLM's CPU primary tier."""
+    region = mmap.mmap(-1, chunks * row_bytes)
+    array = np.frombuffer(region, dtype=np.int8).reshape(chunks, row_bytes)
+    return memoryview(array), array
+
+
+def fill(array: np.ndarray, rows: Iterable[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for r in rows:
+        array[r] = rng.integers(-128, 128, array.shape[1], dtype=np.int8)
+
+
+def keys(n: int, start: int = 0, group: int = 0) -> list[OffloadKey]:
+    """vLLM's OffloadKeys for 32-byte block hashes (what sha256 prefix caching yields)."""
+    return [make_offload_key(np.random.default_rng(start + i).bytes(32), group) for i in range(n)]
+
+
+def s3_tier(view: memoryview, spec: TieringOffloadingSpec, **options: Any) -> Any:
+    config = {"type": "S3TierManager", "module_path": "s3kv.vllm", "max_attempts": 2,
+              "backoff_base_seconds": 0.01, **options}
+    return SecondaryTierFactory.create_secondary_tier(config, view, spec)
+
+
+def fs_tier(view: memoryview, spec: TieringOffloadingSpec, root: str) -> Any:
+    config = {"type": "fs", "root_dir": root, "n_read_threads": 1, "n_write_threads": 1}
+    return SecondaryTierFactory.create_secondary_tier(config, view, spec)
+
+
+_job_ids = iter(range(1, 1 << 30))
+
+
+def job(ks: Sequence[OffloadKey], rows: Sequence[int], *, load: bool,
+        req: str = "req-0") -> TransferJob:
+    return TransferJob(job_id=next(_job_ids), keys=list(ks),
+                       chunk_ids=np.asarray(rows, dtype=np.int32), is_promotion=load,
+                       req_context=ReqContext(req_id=req))
+
+
+def wait_finished(tier: Any, n: int = 1, timeout: float = 30.0) -> list[JobResult]:
+    """Poll ``get_finished_jobs`` (as vLLM does, once a step) until ``n`` jobs are back."""
+    results: list[JobResult] = []
+    deadline = time.monotonic() + timeout
+    while len(results) < n:
+        results.extend(tier.get_finished_jobs())
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(results)} of {n} jobs finished in {timeout}s")
+        time.sleep(0.002)
+    return results
+
+
+def run(tier: Any, transfer: TransferJob) -> JobResult:
+    (tier.submit_load if transfer.is_promotion else tier.submit_store)(transfer)
+    (result,) = wait_finished(tier)
+    assert result.job_id == transfer.job_id
+    return result
+
+
+def lookup(tier: Any, ks: Sequence[OffloadKey], req: str = "req-0",
+           timeout: float = 30.0) -> list[LookupResult]:
+    """Look up until no key answers RETRY, stepping like the scheduler does."""
+    ctx = ReqContext(req_id=req)
+    deadline = time.monotonic() + timeout
+    while True:
+        answers = [tier.lookup(k, ctx) for k in ks]
+        if LookupResult.RETRY not in answers:
+            return answers
+        tier.on_schedule_end(END)
+        if time.monotonic() > deadline:
+            raise TimeoutError("lookups still RETRY")
+        time.sleep(0.005)
+
+
+def finish(tier: Any, req: str = "req-0") -> None:
+    tier.on_request_finished(ReqContext(req_id=req))
