@@ -21,8 +21,17 @@ from typing import Any
 from s3kv import KeyMapper, Namespace, parse_key
 
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared/reference/vllm_file_mapper.py.txt"
-ARGS = dict(model_name="meta-llama/Llama-3.1-8B-Instruct", tokens_per_hash=16, blocks_per_file=1,
-            tp_size=1, pp_size=1, pcp_size=1, dcp_size=1, rank=0, dtype="bfloat16")
+ARGS = dict(
+    model_name="meta-llama/Llama-3.1-8B-Instruct",
+    tokens_per_hash=16,
+    blocks_per_file=1,
+    tp_size=1,
+    pp_size=1,
+    pcp_size=1,
+    dcp_size=1,
+    rank=0,
+    dtype="bfloat16",
+)
 
 
 def load_vllm_file_mapper() -> tuple[Any, str]:
@@ -40,11 +49,18 @@ def load_vllm_file_mapper() -> tuple[Any, str]:
     stub.OffloadKey = bytes  # type: ignore[attr-defined]
     stub.get_offload_block_hash = lambda k: k[:-4]  # type: ignore[attr-defined]
     stub.get_offload_group_idx = lambda k: int.from_bytes(k[-4:], "big")  # type: ignore[attr-defined]
-    for name in ("vllm", "vllm.distributed", "vllm.distributed.kv_transfer",
-                 "vllm.distributed.kv_transfer.kv_connector", "vllm.distributed.kv_transfer.kv_connector.v1",
-                 "vllm.distributed.kv_transfer.kv_connector.v1.offloading",
-                 "vllm.distributed.kv_transfer.kv_connector.v1.offloading.canonical_mapping",
-                 "vllm.v1", "vllm.v1.kv_offload", "vllm.v1.kv_offload.base"):
+    for name in (
+        "vllm",
+        "vllm.distributed",
+        "vllm.distributed.kv_transfer",
+        "vllm.distributed.kv_transfer.kv_connector",
+        "vllm.distributed.kv_transfer.kv_connector.v1",
+        "vllm.distributed.kv_transfer.kv_connector.v1.offloading",
+        "vllm.distributed.kv_transfer.kv_connector.v1.offloading.canonical_mapping",
+        "vllm.v1",
+        "vllm.v1.kv_offload",
+        "vllm.v1.kv_offload.base",
+    ):
         sys.modules.setdefault(name, stub)
     source = REFERENCE.read_text().split("\n", 1)[1]  # first line is the file's path
     module: dict[str, Any] = {"__name__": "vllm_file_mapper"}
@@ -62,7 +78,9 @@ def best_rate(fn: Callable[[], object], count: int, repeat: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
     opts = parser.parse_args()
@@ -77,11 +95,25 @@ def main() -> None:
         fm = FileMapper(root_dir="team/kv", **ARGS)
         assert [fm.get_file_name(k) for k in keys[:1000]] == names[:1000], "keys differ from vLLM"
         get = fm.get_file_name
-        rows.append((f"vLLM FileMapper.get_file_name [{source}]", best_rate(lambda: [get(k) for k in keys], n, opts.repeat)))
+        rows.append(
+            (
+                f"vLLM FileMapper.get_file_name [{source}]",
+                best_rate(lambda: [get(k) for k in keys], n, opts.repeat),
+            )
+        )
     key_for = mapper.key_for
-    rows.append(("s3kv KeyMapper.key_for", best_rate(lambda: [key_for(k) for k in keys], n, opts.repeat)))
-    rows.append(("s3kv KeyMapper.keys_for (batch)", best_rate(lambda: mapper.keys_for(keys), n, opts.repeat)))
-    rows.append(("s3kv parse_key", best_rate(lambda: [parse_key(k) for k in names], n, opts.repeat)))
+    rows.append(
+        ("s3kv KeyMapper.key_for", best_rate(lambda: [key_for(k) for k in keys], n, opts.repeat))
+    )
+    rows.append(
+        (
+            "s3kv KeyMapper.keys_for (batch)",
+            best_rate(lambda: mapper.keys_for(keys), n, opts.repeat),
+        )
+    )
+    rows.append(
+        ("s3kv parse_key", best_rate(lambda: [parse_key(k) for k in names], n, opts.repeat))
+    )
     base = rows[0][1] if FileMapper is not None else None
     print(f"{n:,} keys of 32-byte hashes, best of {opts.repeat}; python {sys.version.split()[0]}")
     print(f"| {'operation':<60} | {'keys/s':>12} | {'vs vLLM':>8} |")

@@ -4,6 +4,7 @@ Keys are byte-identical to vLLM 0.33.0's ``FileMapper``; see :class:`Namespace`,
 :class:`KeyMapper` and :func:`parse_key`.
 """
 
+from s3kv.downloader import Downloader
 from s3kv.errors import (
     AccessDeniedError,
     BucketNotFoundError,
@@ -28,7 +29,6 @@ from s3kv.errors import (
     TransferError,
     TransientStoreError,
 )
-from s3kv.downloader import Downloader
 from s3kv.jobs import TransferJob
 from s3kv.keys import KeyMapper, make_offload_key, split_offload_key
 from s3kv.namespace import Namespace

@@ -86,6 +86,7 @@ def write_cache(root: Path, blocks: int, *, seed: int = 0) -> Namespace:
 
 def trees_identical(a: Path, b: Path) -> bool:
     """Same files, byte for byte (temp files excluded)."""
+
     def files(root: Path) -> set[str]:
         return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
@@ -108,7 +109,8 @@ def embedded_s3() -> Iterator[str]:
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -171,19 +173,29 @@ def run_demo(
         return _run(settings, False, bucket, prefix, blocks, say)
     with embedded_s3() as url:
         say(f"started an embedded S3 endpoint (moto) at {url}")
-        local = settings.model_copy(update={
-            "endpoint_url": url, "region": "us-east-1", "profile": None,
-            "access_key_id": DEMO_CREDENTIAL,
-            "secret_access_key": SecretStr(DEMO_CREDENTIAL),
-            "session_token": None,
-        })
+        local = settings.model_copy(
+            update={
+                "endpoint_url": url,
+                "region": "us-east-1",
+                "profile": None,
+                "access_key_id": DEMO_CREDENTIAL,
+                "secret_access_key": SecretStr(DEMO_CREDENTIAL),
+                "session_token": None,
+            }
+        )
         report = _run(local, True, bucket, prefix, blocks, say)
     say("stopped the embedded S3 endpoint")
     return report
 
 
-def _run(settings: S3Settings, embedded: bool, bucket: str, prefix: str, blocks: int,
-         say: Callable[[str], None]) -> DemoReport:
+def _run(
+    settings: S3Settings,
+    embedded: bool,
+    bucket: str,
+    prefix: str,
+    blocks: int,
+    say: Callable[[str], None],
+) -> DemoReport:
     started = time.perf_counter()
     ensure_bucket(settings, bucket)
     location = f"s3://{bucket}/{prefix}"
@@ -192,27 +204,48 @@ def _run(settings: S3Settings, embedded: bool, bucket: str, prefix: str, blocks:
         t = time.perf_counter()
         namespace = write_cache(source, blocks)
         mib = blocks * BLOCK_BYTES / 2**20
-        say(f"wrote a vLLM cache: {MODEL}, bfloat16, {TOKENS_PER_BLOCK} tokens/block, "
+        say(
+            f"wrote a vLLM cache: {MODEL}, bfloat16, {TOKENS_PER_BLOCK} tokens/block, "
             f"{blocks} blocks of {BLOCK_BYTES // 2**20} MiB ({mib:.0f} MiB) in "
-            f"{time.perf_counter() - t:.2f}s under {source}/{namespace.folder}")
+            f"{time.perf_counter() - t:.2f}s under {source}/{namespace.folder}"
+        )
         push = sync(source, location, settings=settings)
-        say(f"push   {push.copied} blocks + manifest -> {location} in {push.seconds:.2f}s "
-            f"({mib / max(push.seconds, 1e-9):.0f} MiB/s)")
+        say(
+            f"push   {push.copied} blocks + manifest -> {location} in {push.seconds:.2f}s "
+            f"({mib / max(push.seconds, 1e-9):.0f} MiB/s)"
+        )
         inv = inventory(location, settings=settings)
         for row in inv.namespaces:
-            say(f"ls     {row.folder}: model {row.model}, {row.dtype}, ranks "
-                f"{list(row.ranks)}, {row.blocks} blocks, {row.bytes / 2**20:.0f} MiB")
+            say(
+                f"ls     {row.folder}: model {row.model}, {row.dtype}, ranks "
+                f"{list(row.ranks)}, {row.blocks} blocks, {row.bytes / 2**20:.0f} MiB"
+            )
         checked = verify(location, settings=settings, deep=True)
-        say(f"verify {checked.blocks} blocks, {checked.blocks_read} read and checksummed, "
-            f"{sum(checked.counts.values())} findings in {checked.seconds:.2f}s")
+        say(
+            f"verify {checked.blocks} blocks, {checked.blocks_read} read and checksummed, "
+            f"{sum(checked.counts.values())} findings in {checked.seconds:.2f}s"
+        )
         pull = sync(location, target, settings=settings)
-        say(f"pull   {pull.copied} blocks -> {target} in {pull.seconds:.2f}s "
-            f"({mib / max(pull.seconds, 1e-9):.0f} MiB/s)")
+        say(
+            f"pull   {pull.copied} blocks -> {target} in {pull.seconds:.2f}s "
+            f"({mib / max(pull.seconds, 1e-9):.0f} MiB/s)"
+        )
         identical = trees_identical(source, target)
-        say("compare: pulled tree is byte-identical to the original (config.json included)"
-            if identical else "compare: pulled tree DIFFERS from the original")
+        say(
+            "compare: pulled tree is byte-identical to the original (config.json included)"
+            if identical
+            else "compare: pulled tree DIFFERS from the original"
+        )
     return DemoReport(
-        endpoint=settings.endpoint_url or "aws", embedded=embedded, location=location,
-        blocks=blocks, block_bytes=BLOCK_BYTES, push=push, inventory=inv, verify=checked,
-        pull=pull, identical=identical, seconds=time.perf_counter() - started,
+        endpoint=settings.endpoint_url or "aws",
+        embedded=embedded,
+        location=location,
+        blocks=blocks,
+        block_bytes=BLOCK_BYTES,
+        push=push,
+        inventory=inv,
+        verify=checked,
+        pull=pull,
+        identical=identical,
+        seconds=time.perf_counter() - started,
     )

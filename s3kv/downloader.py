@@ -37,8 +37,14 @@ class Downloader(Transfer):
     written without one (vLLM's object-store tier).
     """
 
-    def __init__(self, *args: Any, require_manifest: bool = True, lookup_fanout: int = 8,
-                 presence_cache: PresenceCache | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        require_manifest: bool = True,
+        lookup_fanout: int = 8,
+        presence_cache: PresenceCache | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.require_manifest = require_manifest
         self.lookup_fanout = max(1, lookup_fanout)

@@ -86,10 +86,16 @@ def gc(
 
 
 class _GC:
-    def __init__(self, loc: Location, store: Store, settings: S3Settings, now: datetime,
-                 dry_run: bool) -> None:
+    def __init__(
+        self, loc: Location, store: Store, settings: S3Settings, now: datetime, dry_run: bool
+    ) -> None:
         self.loc, self.store, self.settings, self.now, self.dry_run = (
-            loc, store, settings, now, dry_run)
+            loc,
+            store,
+            settings,
+            now,
+            dry_run,
+        )
         self.pending: list[str] = []
         self.failures: dict[str, str] = {}
         self.requests = 0
@@ -108,8 +114,13 @@ class _GC:
                 when = entry.info.last_modified or self.now
                 yield entry, (self.now - when).total_seconds()
 
-    def run(self, older_than: float | None, max_bytes: int | None, uploads_older_than: float,
-            delete_empty_manifests: bool) -> GCReport:
+    def run(
+        self,
+        older_than: float | None,
+        max_bytes: int | None,
+        uploads_older_than: float,
+        delete_empty_manifests: bool,
+    ) -> GCReport:
         started = time.perf_counter()
         cutoff_minute, cutoff_quota = self._budget(older_than, max_bytes)
         deleted = freed = kept = kept_bytes = 0
@@ -200,4 +211,3 @@ class _GC:
 
     def _abort(self, upload: MultipartUpload) -> None:
         with_retries(lambda: self.store.abort_multipart_upload(upload), self.settings)
-

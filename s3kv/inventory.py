@@ -101,9 +101,7 @@ def inventory(location: str | Location, *, settings: S3Settings | None = None) -
                 tally.newest = when if tally.newest is None else max(tally.newest, when)
         rows = []
         for (prefix, folder), tally in sorted(tallies.items()):
-            manifest = (
-                read_manifest(store, prefix, folder, settings) if tally.manifest else None
-            )
+            manifest = read_manifest(store, prefix, folder, settings) if tally.manifest else None
             ns = manifest.namespace if manifest is not None else None
             rows.append(
                 NamespaceSummary(
@@ -127,5 +125,4 @@ def inventory(location: str | Location, *, settings: S3Settings | None = None) -
             )
     finally:
         store.close()
-    return Inventory(loc.url, tuple(rows), stray, tuple(examples),
-                     time.perf_counter() - started)
+    return Inventory(loc.url, tuple(rows), stray, tuple(examples), time.perf_counter() - started)

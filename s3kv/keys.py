@@ -42,7 +42,9 @@ def make_offload_key(block_hash: bytes, group_idx: int = 0) -> bytes:
 def split_offload_key(offload_key: bytes) -> tuple[bytes, int]:
     """The inverse of :func:`make_offload_key`: ``(block_hash, group_idx)``."""
     _check_offload_key(offload_key)
-    return bytes(offload_key[:-GROUP_IDX_BYTES]), int.from_bytes(offload_key[-GROUP_IDX_BYTES:], "big")
+    return bytes(offload_key[:-GROUP_IDX_BYTES]), int.from_bytes(
+        offload_key[-GROUP_IDX_BYTES:], "big"
+    )
 
 
 def normalize_prefix(prefix: str) -> str:
@@ -84,8 +86,8 @@ class KeyMapper:
         "_base",
         "_config_key",
         "_groups",
-        "_max_key_bytes",
         "_max_hash_bytes",
+        "_max_key_bytes",
         "namespace",
         "prefix",
         "style",
@@ -135,8 +137,13 @@ class KeyMapper:
 
     def keys_for(self, offload_keys: Iterable[bytes]) -> list[str]:
         """:meth:`key_for` over many keys (faster per key: no per-call lookups)."""
-        base, groups, group_part, top = self._base, self._groups, self._group_part, self._max_key_bytes
-        out = []
+        base, groups, group_part, top = (
+            self._base,
+            self._groups,
+            self._group_part,
+            self._max_key_bytes,
+        )
+        out: list[str] = []
         append = out.append
         for k in offload_keys:
             if type(k) is not bytes or not 7 <= len(k) <= top:

@@ -81,9 +81,7 @@ class Manifest:
     the folder's digest); empty when it is sound."""
 
 
-def read_manifest(
-    store: Store, prefix: str, folder: str, settings: S3Settings
-) -> Manifest | None:
+def read_manifest(store: Store, prefix: str, folder: str, settings: S3Settings) -> Manifest | None:
     """The manifest of ``folder`` under ``prefix``, checked against the folder; None if absent."""
     key = manifest_key(prefix, folder)
     try:

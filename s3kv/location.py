@@ -51,9 +51,7 @@ def parse_location(text: str | os.PathLike[str]) -> Location:
     if isinstance(text, os.PathLike):
         text = os.fspath(text)
     if not isinstance(text, str) or not text:
-        raise InvalidLocationError(
-            "a location is required: s3://bucket/prefix or a directory path"
-        )
+        raise InvalidLocationError("a location is required: s3://bucket/prefix or a directory path")
     lowered = text.lower()
     if lowered.startswith("s3://"):
         rest = text[5:]

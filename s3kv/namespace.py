@@ -333,7 +333,10 @@ def _groups_from(groups: Any) -> tuple[KVCacheGroup, ...]:
             )
         try:
             out.append(
-                KVCacheGroup(tokens_per_block=group.get("tokens_per_block"), layer_names=tuple(names))
+                KVCacheGroup(
+                    tokens_per_block=group.get("tokens_per_block"),  # type: ignore[arg-type]
+                    layer_names=tuple(names),
+                )
             )
         except ValidationError as exc:
             raise InvalidNamespaceError(f"kv_cache_groups[{i}]: {_explain(exc)}") from None

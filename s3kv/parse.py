@@ -66,9 +66,13 @@ def parse_key(key: str) -> ParsedKey:
     if not isinstance(key, str):
         raise NotAnS3KVKeyError(f"a key must be a str; got {type(key).__name__}")
     if len(key.encode("utf-8")) > MAX_KEY_BYTES:
-        raise NotAnS3KVKeyError(f"not an s3kv key (longer than {MAX_KEY_BYTES} bytes): {key[:60]!r}...")
+        raise NotAnS3KVKeyError(
+            f"not an s3kv key (longer than {MAX_KEY_BYTES} bytes): {key[:60]!r}..."
+        )
     if _SUSPICIOUS.search(key):
-        raise NotAnS3KVKeyError(f"not an s3kv key (control character or backslash): {describe_value(key)}")
+        raise NotAnS3KVKeyError(
+            f"not an s3kv key (control character or backslash): {describe_value(key)}"
+        )
     parts = key.split("/")
     if parts[-1] == CONFIG_FILENAME and len(parts) >= 2:
         match = _FOLDER.match(parts[-2])
@@ -89,7 +93,11 @@ def parse_key(key: str) -> ParsedKey:
         if rank_m and group_m and file_m:
             hex_hash = file_m["hash"]
             group = int(group_m["group"])
-            if parts[-3] == hex_hash[:3] and group_m["h2"] == hex_hash[3:5] and group <= MAX_GROUP_IDX:
+            if (
+                parts[-3] == hex_hash[:3]
+                and group_m["h2"] == hex_hash[3:5]
+                and group <= MAX_GROUP_IDX
+            ):
                 style, prefix = _prefix_of(key, parts[:-4])
                 return ParsedKey(
                     kind="block",

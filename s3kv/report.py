@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -18,28 +19,28 @@ class TransferReport:
     """
 
     operation: Literal["upload", "download"]
-    done: tuple[bytes, ...] = ()
+    done: tuple[builtins.bytes, ...] = ()
     """Stored (upload) or loaded and verified (download)."""
-    already_present: tuple[bytes, ...] = ()
+    already_present: tuple[builtins.bytes, ...] = ()
     """Upload: the object existed already (create-only), so it was left alone."""
-    missing: tuple[bytes, ...] = ()
+    missing: tuple[builtins.bytes, ...] = ()
     """Download: no such object."""
-    failed: Mapping[bytes, str] = field(default_factory=dict)
+    failed: Mapping[builtins.bytes, str] = field(default_factory=dict)
     """Why each failed key failed."""
     bytes: int = 0
     """Payload bytes moved."""
     seconds: float = 0.0
     unverified: int = 0
     """Download: blocks that carried no recorded checksum (size-checked only)."""
-    data: Mapping[bytes, bytes] = field(default_factory=dict)
+    data: Mapping[builtins.bytes, builtins.bytes] = field(default_factory=dict)
     """Download without ``into``: the blocks' bytes."""
 
     @property
-    def stored(self) -> tuple[bytes, ...]:
+    def stored(self) -> tuple[builtins.bytes, ...]:
         return self.done
 
     @property
-    def loaded(self) -> tuple[bytes, ...]:
+    def loaded(self) -> tuple[builtins.bytes, ...]:
         return self.done
 
     @property
@@ -60,7 +61,8 @@ class TransferReport:
         else:
             parts.append(f"{len(self.missing)} missing")
         parts.append(f"{len(self.failed)} failed")
-        return f"{', '.join(parts)}; {self.bytes / 2**20:.1f} MiB in {self.seconds:.2f}s ({rate:.1f} MiB/s)"
+        mib = self.bytes / 2**20
+        return f"{', '.join(parts)}; {mib:.1f} MiB in {self.seconds:.2f}s ({rate:.1f} MiB/s)"
 
     def raise_for_failures(self) -> None:
         """Raise :class:`TransferError` naming the first failures, if any key failed."""

@@ -110,8 +110,10 @@ class SyncReport:
     @property
     def ok(self) -> bool:
         """No block failed and no namespace was left out for want of a sound manifest."""
-        return self.failed == 0 and self.skipped == 0 and all(
-            n.manifest not in ("invalid", "conflict") for n in self.namespaces
+        return (
+            self.failed == 0
+            and self.skipped == 0
+            and all(n.manifest not in ("invalid", "conflict") for n in self.namespaces)
         )
 
 
@@ -132,8 +134,16 @@ def sync(
     src = open_store(src_loc, src_settings)
     dst = open_store(dst_loc, dst_settings)
     try:
-        job = _Sync(src_loc, dst_loc, src, dst, src_settings, dst_settings,
-                    options or SyncOptions(), on_progress)
+        job = _Sync(
+            src_loc,
+            dst_loc,
+            src,
+            dst,
+            src_settings,
+            dst_settings,
+            options or SyncOptions(),
+            on_progress,
+        )
         return job.run()
     finally:
         src.close()
@@ -141,9 +151,17 @@ def sync(
 
 
 class _Sync:
-    def __init__(self, src_loc: Location, dst_loc: Location, src: Store, dst: Store,
-                 src_settings: S3Settings, dst_settings: S3Settings, options: SyncOptions,
-                 on_progress: Callable[[SyncProgress], None] | None) -> None:
+    def __init__(
+        self,
+        src_loc: Location,
+        dst_loc: Location,
+        src: Store,
+        dst: Store,
+        src_settings: S3Settings,
+        dst_settings: S3Settings,
+        options: SyncOptions,
+        on_progress: Callable[[SyncProgress], None] | None,
+    ) -> None:
         self.src_loc, self.dst_loc, self.src, self.dst = src_loc, dst_loc, src, dst
         self.src_settings, self.settings, self.options = src_settings, dst_settings, options
         self.on_progress = on_progress
@@ -203,16 +221,20 @@ class _Sync:
             if present_size == entry.info.size:
                 self._count(parsed.folder, already_present=1)
             else:
-                self._fail(parsed.folder, self.dst_root + relative,
-                           f"exists with {present_size} bytes, the source has "
-                           f"{entry.info.size}; run 's3kv verify' on the destination")
+                self._fail(
+                    parsed.folder,
+                    self.dst_root + relative,
+                    f"exists with {present_size} bytes, the source has "
+                    f"{entry.info.size}; run 's3kv verify' on the destination",
+                )
             return
         if self.options.dry_run:
             self._count(parsed.folder, copied=1, bytes=entry.info.size)
             return
         self.slots.acquire()
-        future = self.pool.submit(self._copy, entry.info.key, self.dst_root + relative,
-                                  entry.info.size)
+        future = self.pool.submit(
+            self._copy, entry.info.key, self.dst_root + relative, entry.info.size
+        )
         future.add_done_callback(self._collector(parsed.folder, self.dst_root + relative))
 
     # -- manifests --------------------------------------------------------------------
@@ -224,10 +246,16 @@ class _Sync:
         status: ManifestStatus
         problem = ""
         if manifest is None:
-            status, problem = "missing", (
-                f"no {folder}/config.json at the source"
-                + ("" if self.options.allow_missing_manifest
-                   else "; blocks left out (pass --allow-missing-manifest to copy them)")
+            status, problem = (
+                "missing",
+                (
+                    f"no {folder}/config.json at the source"
+                    + (
+                        ""
+                        if self.options.allow_missing_manifest
+                        else "; blocks left out (pass --allow-missing-manifest to copy them)"
+                    )
+                ),
             )
         elif manifest.problem:
             status, problem = "invalid", f"{manifest.key}: {manifest.problem}"
@@ -318,8 +346,15 @@ class _Sync:
 
     def _progress(self, *, listing_done: bool) -> None:
         if self.on_progress is not None:
-            self.on_progress(SyncProgress(self.done, self.listed, self.nbytes, listing_done,
-                                          time.perf_counter() - self.started))
+            self.on_progress(
+                SyncProgress(
+                    self.done,
+                    self.listed,
+                    self.nbytes,
+                    listing_done,
+                    time.perf_counter() - self.started,
+                )
+            )
 
     def _report(self) -> SyncReport:
         states = tuple(self.namespaces[k] for k in sorted(self.namespaces))

@@ -93,7 +93,9 @@ class Uploader(Transfer):
                 tags=BLOCK_TAGS,
             )
             created = with_retries(
-                lambda: self.store.put(object_key, view, options), self.settings, cancelled=cancelled
+                lambda: self.store.put(object_key, view, options),
+                self.settings,
+                cancelled=cancelled,
             )
             if created:
                 return BlockResult(key, "done", nbytes=len(view))

@@ -25,8 +25,13 @@ from s3kv.settings import S3Settings
 from s3kv.stores import Store, open_store
 
 FindingKind = Literal[
-    "stray-key", "manifest-invalid", "manifest-mismatch", "orphan", "size-mismatch",
-    "checksum-mismatch", "read-failed",
+    "stray-key",
+    "manifest-invalid",
+    "manifest-mismatch",
+    "orphan",
+    "size-mismatch",
+    "checksum-mismatch",
+    "read-failed",
 ]
 MAX_FINDINGS_PER_KIND = 1000
 """Findings of one kind kept by name in a report (all are counted)."""
@@ -92,8 +97,9 @@ def verify(
 
 
 class _Verify:
-    def __init__(self, loc: Location, store: Store, settings: S3Settings, deep: bool,
-                 concurrency: int) -> None:
+    def __init__(
+        self, loc: Location, store: Store, settings: S3Settings, deep: bool, concurrency: int
+    ) -> None:
         self.loc, self.store, self.settings, self.deep = loc, store, settings, deep
         self.findings: list[Finding] = []
         self.counts: Counter[str] = Counter()
@@ -160,11 +166,15 @@ class _Verify:
                 )
                 self.add(kind, manifest.key, manifest.problem)
         elif ns.blocks:
-            self.add("orphan", where, (
-                f"{ns.blocks} block(s) of namespace {folder} and no {folder}/config.json: "
-                "vLLM's object-store tier writes none; anything else lost it (push again "
-                "from a tree that has it)"
-            ))
+            self.add(
+                "orphan",
+                where,
+                (
+                    f"{ns.blocks} block(s) of namespace {folder} and no {folder}/config.json: "
+                    "vLLM's object-store tier writes none; anything else lost it (push again "
+                    "from a tree that has it)"
+                ),
+            )
         for rank_no, rank in sorted(ns.ranks.items()):
             if len(rank.sizes) < 2:
                 continue
@@ -175,10 +185,14 @@ class _Verify:
                 if size == usual:
                     continue
                 for key in keys:
-                    self.add("size-mismatch", key, (
-                        f"{size} bytes, but {count} other block(s) of {folder} rank "
-                        f"{rank_no} are {usual} bytes: a short or foreign object"
-                    ))
+                    self.add(
+                        "size-mismatch",
+                        key,
+                        (
+                            f"{size} bytes, but {count} other block(s) of {folder} rank "
+                            f"{rank_no} are {usual} bytes: a short or foreign object"
+                        ),
+                    )
 
     def _read(self, key: str) -> None:
         where = self.loc.url_for(key)

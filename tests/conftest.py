@@ -280,7 +280,11 @@ def _make_backend(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> 
         endpoint_url=endpoint, ca_bundle=ca, max_attempts=3, backoff_base_seconds=0.01
     )
     yield Backend(
-        name, f"s3://{bucket}/{prefix}", settings, bucket=bucket, client=client,
+        name,
+        f"s3://{bucket}/{prefix}",
+        settings,
+        bucket=bucket,
+        client=client,
         extra={"endpoint": endpoint, "ca_bundle": ca},
     )
 

@@ -20,7 +20,9 @@ def add_namespace(parser: argparse.ArgumentParser) -> None:
         "namespace (vLLM run config; or --manifest to read it from a config.json)"
     )
     group.add_argument("--manifest", metavar="FILE", help="read the namespace from a config.json")
-    group.add_argument("--model", dest="model_name", help="model name, e.g. meta-llama/Llama-3.1-8B")
+    group.add_argument(
+        "--model", dest="model_name", help="model name, e.g. meta-llama/Llama-3.1-8B"
+    )
     group.add_argument("--tokens-per-hash", type=int, help="tokens per block hash (block size)")
     group.add_argument("--dtype", help="KV-cache dtype as vLLM names it, e.g. bfloat16")
     group.add_argument("--blocks-per-file", type=int, default=1, help="default: 1")
@@ -103,17 +105,24 @@ def add_connection(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--region", help="e.g. us-east-1")
     group.add_argument("--profile", help="a profile of ~/.aws/config")
     group.add_argument(
-        "--path-style", action="store_const", const="path", dest="addressing_style",
+        "--path-style",
+        action="store_const",
+        const="path",
+        dest="addressing_style",
         help="path-style addressing (MinIO, Ceph; the default with --endpoint-url)",
     )
     group.add_argument(
-        "--checksum", choices=["crc32c", "crc32", "sha256", "none"],
+        "--checksum",
+        choices=["crc32c", "crc32", "sha256", "none"],
         help="block checksum recorded in metadata; default crc32c",
     )
     group.add_argument("--concurrency", type=int, help="requests in flight; default 32")
     group.add_argument("--ca-bundle", help="PEM file of CAs to trust (private endpoints)")
     group.add_argument(
-        "--no-verify-tls", action="store_const", const=False, dest="verify_tls",
+        "--no-verify-tls",
+        action="store_const",
+        const=False,
+        dest="verify_tls",
         help="do not verify TLS certificates (testing only)",
     )
 

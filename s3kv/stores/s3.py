@@ -262,7 +262,7 @@ class S3Store(Store):
     def _abort(self, key: str, upload_id: str) -> None:
         try:
             self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
-        except Exception:  # noqa: BLE001 - best effort; gc aborts leftovers by age
+        except Exception:
             pass
 
     def delete_many(self, keys: Sequence[str]) -> dict[str, str]:

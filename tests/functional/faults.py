@@ -67,7 +67,9 @@ class BodyReset:
         self.lock = threading.Lock()
         client.meta.events.register("after-call.s3.GetObject", self._after_call)
 
-    def _after_call(self, http_response: Any, parsed: dict[str, Any], model: Any, **kw: Any) -> None:
+    def _after_call(
+        self, http_response: Any, parsed: dict[str, Any], model: Any, **kw: Any
+    ) -> None:
         key = http_response.url.split("?", 1)[0].split("/", 4)[-1] if http_response else ""
         with self.lock:
             n = self.attempts.get(key, 0) + 1

@@ -63,7 +63,9 @@ def test_persistent_failure_is_reported_per_key_and_never_stored(s3_backend: Bac
     with Uploader(s3_backend.location, _ns(), settings=store.settings, store=store) as up:
         report = up.put_blocks({k: b"p" * 64 for k in keys})
     assert set(report.failed) == bad
-    assert all("SlowDown" in why and "gave up after 3 attempts" in why for why in report.failed.values())
+    assert all(
+        "SlowDown" in why and "gave up after 3 attempts" in why for why in report.failed.values()
+    )
     assert set(report.stored) == set(keys) - bad
     if s3_backend.name == "moto":
         return  # in-process moto still runs an answered request (botocore emits to all)
@@ -98,8 +100,12 @@ def test_connection_reset_mid_body_is_retried_and_nothing_partial_is_kept(
 def test_multipart_upload_create_only_and_aborted_when_interrupted(s3_backend: Backend) -> None:
     mib = 1024 * 1024
     settings = s3_backend.settings.model_copy(
-        update={"multipart_threshold_bytes": 5 * mib, "multipart_chunk_bytes": 5 * mib,
-                "max_attempts": 2, "backoff_base_seconds": 0.001}
+        update={
+            "multipart_threshold_bytes": 5 * mib,
+            "multipart_chunk_bytes": 5 * mib,
+            "max_attempts": 2,
+            "backoff_base_seconds": 0.001,
+        }
     )
     big = {k: os.urandom(11 * mib) for k in chain(2)}
     first, second = list(big)

@@ -106,7 +106,7 @@ def test_delete_many_in_batches(backend: Backend, store: Store) -> None:
     names = [key(backend, f"del/{i:04d}.bin") for i in range(1005)]
     for n in names:
         backend.raw_put(n, b"x")
-    assert store.delete_many(names + [key(backend, "del/absent.bin")]) == {}
+    assert store.delete_many([*names, key(backend, "del/absent.bin")]) == {}
     assert list(store.list(key(backend, "del/"))) == []
 
 

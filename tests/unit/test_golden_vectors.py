@@ -68,7 +68,9 @@ def test_manifest_round_trip(case: dict[str, Any]) -> None:
 OBJ = GOLDEN["vllm_obj_tier_keys"]
 
 
-@pytest.mark.parametrize("case", OBJ["cases"], ids=[c["prefix"] or "no-prefix" for c in OBJ["cases"]])
+@pytest.mark.parametrize(
+    "case", OBJ["cases"], ids=[c["prefix"] or "no-prefix" for c in OBJ["cases"]]
+)
 def test_vllm_obj_tier_keys(case: dict[str, Any]) -> None:
     ns = Namespace(
         model_name="meta-llama/Llama-3.1-8B-Instruct",

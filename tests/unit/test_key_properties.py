@@ -107,7 +107,11 @@ def test_parse_key_round_trips(kw: dict[str, Any], prefix: str, key: bytes, styl
     )
     assert parsed.model_part == ns.safe_model_name
     manifest = parse_key(mapper.config_key())
-    assert (manifest.kind, manifest.folder, manifest.prefix) == ("manifest", ns.folder, mapper.prefix)
+    assert (manifest.kind, manifest.folder, manifest.prefix) == (
+        "manifest",
+        ns.folder,
+        mapper.prefix,
+    )
     assert mapper.key_for(key).endswith(parsed.relative_path)
 
 

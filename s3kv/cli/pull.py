@@ -1,0 +1,53 @@
+"""``s3kv pull``: a bucket's cache into a vLLM filesystem-tier directory."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from s3kv.cli.options import settings_from_args
+from s3kv.cli.syncing import add_sync_flags, run_sync
+from s3kv.errors import InvalidLocationError
+from s3kv.location import parse_location
+
+EXAMPLES = """\
+examples:
+  # warm a new node's disk cache from S3 (files land as vLLM writes them)
+  s3kv pull s3://my-bucket/kv /mnt/kv
+
+  # one namespace, from MinIO, as JSON
+  s3kv pull s3://kv/cache /mnt/kv --namespace meta-llama_Llama-3.1-8B-Instruct_884231045651 \\
+      --endpoint-url http://minio:9000 --json
+
+  # blocks vLLM's object-store tier wrote (it writes no config.json)
+  s3kv pull s3://my-bucket/obj /mnt/kv --allow-missing-manifest
+
+Every key is parsed before a path is built from it: keys outside the layout ('..',
+absolute paths, control characters) are refused and listed, never written.
+"""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "pull",
+        help="copy s3://bucket/prefix into a vLLM cache directory",
+        description="Copy every namespace under a prefix into a directory in vLLM's "
+        "filesystem-tier layout (temp file + rename; existing complete files skipped).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("src", metavar="SRC", help="s3://bucket/prefix")
+    parser.add_argument("dst", metavar="DST", help="a directory (created if missing)")
+    add_sync_flags(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    source, destination = parse_location(args.src), parse_location(args.dst)
+    if destination.path is None:
+        raise InvalidLocationError(
+            f"pull DST {args.dst!r} must be a directory (to copy between buckets use 's3kv cp')"
+        )
+    if destination.path.exists() and not destination.path.is_dir():
+        raise InvalidLocationError(f"pull DST {args.dst!r} exists and is not a directory")
+    return run_sync(args, source, destination, settings_from_args(args), label="pull")

@@ -1,0 +1,49 @@
+"""``s3kv push``: a vLLM filesystem-tier directory into a bucket."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from s3kv.cli.options import settings_from_args
+from s3kv.cli.syncing import add_sync_flags, run_sync
+from s3kv.errors import InvalidLocationError
+from s3kv.location import parse_location
+
+EXAMPLES = """\
+examples:
+  # back up a node's disk cache (every namespace under /mnt/kv)
+  s3kv push /mnt/kv s3://my-bucket/kv
+
+  # one model's namespace, rank 0 only, to MinIO; see first what would go
+  s3kv push /mnt/kv s3://kv/cache --namespace 884231045651 --rank 0 \\
+      --endpoint-url http://minio:9000 --dry-run
+
+  # a re-run (after Ctrl-C or a failure) sends only what is missing
+  s3kv push /mnt/kv s3://my-bucket/kv --json
+"""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "push",
+        help="copy a vLLM cache directory to s3://bucket/prefix",
+        description="Copy every namespace of a vLLM filesystem-tier directory (config.json "
+        "first, then blocks) to a bucket: create-only, concurrent, checksummed, resumable.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("src", metavar="SRC", help="a vLLM filesystem-tier root directory")
+    parser.add_argument("dst", metavar="DST", help="s3://bucket/prefix")
+    add_sync_flags(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    source, destination = parse_location(args.src), parse_location(args.dst)
+    if source.path is None or not source.path.is_dir():
+        raise InvalidLocationError(
+            f"push SRC {args.src!r} is not a directory; give the root vLLM's filesystem tier "
+            "writes to (to copy from a bucket use 's3kv cp')"
+        )
+    return run_sync(args, source, destination, settings_from_args(args), label="push")
