@@ -2,22 +2,33 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+STAMP  := $(VENV)/.installed-dev
+DEMO_STAMP := $(VENV)/.installed-demo
+VLLM_PY := .venv-vllm/bin/python
 
-.PHONY: demo test lint unit bench clean
+.PHONY: demo test lint unit functional rgw-deps vllm-venv test-vllm terraform-check checkov bench clean
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[demo]'
+	touch $@
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+	touch $@ $(DEMO_STAMP)
 
-venv: $(STAMP)
+## The main job on an embedded S3 endpoint (moto's server on 127.0.0.1; no AWS account).
+demo: $(DEMO_STAMP)
+	$(VENV)/bin/s3kv demo
 
-## The main job on an embedded default endpoint (no AWS account needed).
-demo: $(STAMP)
-	$(VENV)/bin/s3kv key s3://demo-bucket/kv --model meta-llama/Llama-3.1-8B-Instruct \
-		--tokens-per-hash 16 --dtype bfloat16 --block-hash 00a1b2c3d4e5f60718293a4b5c6d7e8f
+## The whole suite: lint, every test tier on every backend (moto, moto server, a directory,
+## Ceph RGW over HTTP and TLS), the Terraform checks, then the vLLM tier tests.
+test: $(STAMP) lint rgw-deps vllm-venv
+	$(PY) -m pytest tests --ignore=tests/vllm
+	$(VLLM_PY) -m pytest tests/vllm
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check s3kv tests bench
@@ -26,12 +37,30 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q
 
-## The whole suite: lint, then every test tier.
-test: $(STAMP) lint
-	$(PY) -m pytest tests
+## Quick loop without Ceph: S3KV_TEST_BACKENDS narrows the backends.
+functional: $(STAMP)
+	S3KV_TEST_BACKENDS=moto,moto-server,local $(PY) -m pytest tests/functional tests/cli -q
+
+## Ceph RADOS Gateway from Debian's packages (root; idempotent and fast when present).
+rgw-deps:
+	bash scripts/rgw-install.sh
+
+## vLLM 0.33.0 (no dependency tree) + CPU torch in .venv-vllm, for tests/vllm.
+vllm-venv:
+	bash scripts/vllm-venv.sh
+
+test-vllm: vllm-venv
+	$(VLLM_PY) -m pytest tests/vllm
+
+terraform-check: $(STAMP)
+	$(PY) -m pytest tests/terraform -q
+
+checkov:
+	bash scripts/checkov.sh
 
 bench: $(STAMP)
 	$(PY) bench/bench_keys.py
+	$(PY) bench/bench_transfer.py
 
 clean:
-	rm -rf $(VENV) .venv-vllm .venv-checkov .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-vllm .venv-checkov .pytest_cache .mypy_cache .ruff_cache .s3kv-test-artifacts

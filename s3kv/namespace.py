@@ -292,15 +292,24 @@ class Namespace(BaseModel):
 CANONICAL_FORMAT_VERSION = 1
 
 
+# vLLM keeps the pre-enum spelling of these two KVCacheLayout families so ids of KV
+# persisted before the enum existed stay stable.
+_LEGACY_FAMILIES = {"LBNHC": "nhd", "LBHNC": "hnd"}
+
+
 def canonical_format_id(kv_cache_layout: Any) -> str:
-    """vLLM 0.33.0's ``canonical_format_id``: ``v1-<family>`` (``v1-nhd``, ``v1-hnd``)."""
-    family = getattr(kv_cache_layout, "value", kv_cache_layout)
+    """vLLM 0.33.0's ``canonical_format_id``: ``v1-<family>`` for a ``KVCacheLayout`` name.
+
+    ``LBNHC`` -> ``v1-nhd``, ``LBHNC`` -> ``v1-hnd``, others lower-cased (``v1-lhbnc``).
+    """
+    family = getattr(kv_cache_layout, "name", kv_cache_layout)
     if not isinstance(family, str) or not family:
         raise InvalidNamespaceError(
             f"kv_cache_layout {describe_value(kv_cache_layout)} is not a layout name "
-            "such as 'NHD' or 'HND'"
+            "such as 'LBNHC' or 'LBHNC'"
         )
-    return f"v{CANONICAL_FORMAT_VERSION}-{family.lower()}"
+    family = _LEGACY_FAMILIES.get(family.upper(), family.lower())
+    return f"v{CANONICAL_FORMAT_VERSION}-{family}"
 
 
 def _groups_from(groups: Any) -> tuple[KVCacheGroup, ...]:

@@ -32,7 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / ".s3kv-test-artifacts"
-TRACE_FILE = ARTIFACTS / "s3-operations.jsonl"
+TRACE_FILE = ARTIFACTS / f"s3-operations-{os.getpid()}.jsonl"  # one per pytest session
 
 # Credentials for local endpoints only; nothing here may reach a real AWS account.
 TEST_ENV = {
@@ -298,24 +298,50 @@ def _trace() -> list[dict[str, Any]]:
     return [json.loads(line) for line in TRACE_FILE.read_text().splitlines() if line]
 
 
+PROOF_BUCKET, PROOF_PEER, PROOF_PREFIX = "s3kv-proof-cache", "s3kv-proof-peer", "team/kv"
+
+
+def _canonical(key: str) -> str | None:
+    """A recorded key moved under the proof's prefix; None if it is not in the layout."""
+    from s3kv import NotAnS3KVKeyError, parse_key
+
+    try:
+        parsed = parse_key(key)
+    except NotAnS3KVKeyError:
+        return None
+    root = f"{PROOF_PREFIX}//" if parsed.style == "vllm-obj" else f"{PROOF_PREFIX}/"
+    return root + parsed.relative_path
+
+
 @pytest.fixture(scope="session")
 def recorded_s3_operations() -> set[tuple[str, ...]]:
-    """Every S3 operation s3kv performed in this session, as policy-proof tuples."""
+    """Every S3 operation s3kv performed in this session, as policy-proof tuples.
+
+    Tests use many buckets and prefixes; each call is moved onto one bucket and prefix
+    (keys re-rooted through parse_key) so the proof checks the policies of one cache.
+    Calls on keys outside the layout (the store contract's scratch keys) are left out:
+    the same operations are recorded on layout keys too.
+    """
     ops: set[tuple[str, ...]] = set()
     for r in _trace():
-        op, bucket = r["op"], r.get("bucket", "")
+        op = r["op"]
         if op == "CopyObject":
             src = r.get("copy_source") or {}
-            ops.add((op, bucket, r["key"], src.get("Bucket", ""), src.get("Key", "")))
+            dst, src_key = _canonical(r["key"]), _canonical(src.get("Key", ""))
+            if dst and src_key:
+                peer = PROOF_BUCKET if src.get("Bucket") == r["bucket"] else PROOF_PEER
+                ops.add((op, PROOF_BUCKET, dst, peer, src_key))
         elif op == "DeleteObjects":
             for key in r.get("keys", ()):
-                ops.add((op, bucket, key))
+                if (canonical := _canonical(key)) is not None:
+                    ops.add((op, PROOF_BUCKET, canonical))
         elif "key" in r:
-            ops.add((op, bucket, r["key"]))
+            if (canonical := _canonical(r["key"])) is not None:
+                ops.add((op, PROOF_BUCKET, canonical))
         elif "prefix" in r:
-            ops.add((op, bucket, r["prefix"]))
+            ops.add((op, PROOF_BUCKET, f"{PROOF_PREFIX}/"))
         else:
-            ops.add((op, bucket, ""))
+            ops.add((op, PROOF_BUCKET, ""))
     if not ops:
         pytest.fail("no S3 operations were recorded: run the functional tests in this session")
     return ops
@@ -323,13 +349,14 @@ def recorded_s3_operations() -> set[tuple[str, ...]]:
 
 @pytest.fixture(scope="session")
 def written_s3_objects() -> list[tuple[str, dict[str, str], int]]:
-    """(key, tags, size) of every object s3kv wrote with PutObject in this session."""
-    objects = [
-        (r["key"], r.get("tags", {}), int(r.get("size", 0)))
-        for r in _trace()
-        if r["op"] in ("PutObject", "CreateMultipartUpload")
-        and (r["key"].endswith(".bin") or r["key"].endswith("/config.json"))
-    ]
+    """(key, tags, size) of every layout object s3kv wrote in this session."""
+    objects = []
+    for r in _trace():
+        if r["op"] not in ("PutObject", "CreateMultipartUpload"):
+            continue
+        canonical = _canonical(r["key"])  # re-rooted under one prefix, as above
+        if canonical is not None:
+            objects.append((canonical, r.get("tags", {}), int(r.get("size", 0))))
     if not objects:
         pytest.fail("no objects were recorded: run the functional tests in this session")
     return objects

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 from s3kv import __version__
-from s3kv.cli import key
+from s3kv.cli import cp, demo, gc, key, ls, pull, push, verify
 from s3kv.errors import (
     AccessDeniedError,
     BucketNotFoundError,
@@ -31,7 +31,7 @@ EXIT_STORE = 5
 EXIT_INTEGRITY = 6
 EXIT_INTERRUPTED = 130
 
-COMMANDS = [key]
+COMMANDS = [push, pull, cp, ls, verify, gc, demo, key]
 
 EPILOG = """\
 exit codes:
@@ -46,8 +46,15 @@ Run 's3kv COMMAND --help' for a command's flags and examples.
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (what, and where to look), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="s3kv",
         description="Keep vLLM KV-cache blocks in S3-compatible object storage.",
         epilog=EPILOG,

@@ -1,10 +1,15 @@
-"""Durations (``7d``, ``12h``, ``30m``) and sizes (``500GiB``, ``10G``, ``1.5TB``) on the command line."""
+"""Durations (``7d``, ``12h``, ``30m``) and sizes (``500GiB``, ``10G``, ``1.5TB``) as flags."""
 
 from __future__ import annotations
 
+import argparse
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 from s3kv.errors import InvalidInputError
+
+T = TypeVar("T")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE)
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -39,3 +44,16 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
+
+
+def flag_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse ``type=`` that reports our message (argparse keeps only its own)."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except InvalidInputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert

@@ -88,8 +88,11 @@ class _Tracer:
                 record[name.lower()] = params[name]
         if "CopySource" in params:
             record["copy_source"] = params["CopySource"]
-        if "Tagging" in params:
-            record["tags"] = dict(parse_qsl(params["Tagging"]))
+        tagging = params.get("Tagging")
+        if isinstance(tagging, str):
+            record["tags"] = dict(parse_qsl(tagging))
+        elif isinstance(tagging, dict):
+            record["tags"] = {t["Key"]: t["Value"] for t in tagging.get("TagSet", ())}
         if "Body" in params:
             record["size"] = determine_content_length(params["Body"])
         if "Delete" in params:

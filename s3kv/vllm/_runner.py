@@ -55,7 +55,9 @@ class JobRunner:
         self._in_flight = 0
         self._running: dict[JobId, S3Job] = {}  # guarded by _idle
         self._closing = False
-        self._thread = threading.Thread(target=self._dispatch, name="s3kv_vllm_dispatch", daemon=True)
+        self._thread = threading.Thread(
+            target=self._dispatch, name="s3kv_vllm_dispatch", daemon=True
+        )
         self._thread.start()
 
     # -- scheduler thread ---------------------------------------------------------------

@@ -120,7 +120,7 @@ def test_multipart_upload_create_only_and_aborted_when_interrupted(s3_backend: B
     Faults(store.client, rule)
     with Uploader(s3_backend.location, _ns(), settings=settings, store=store) as up:
         report = up.put_blocks(big)
-    assert report.stored == (first,) and set(report.failed) == {second}
+    assert report.stored == (first,) and set(report.failed) == {second}, report
     assert list(store.list_multipart_uploads("team/kv/")) == []  # the failed one was aborted
     state["fail"] = False
     with Uploader(s3_backend.location, _ns(), settings=settings, store=store) as up:
