@@ -45,6 +45,18 @@ ENVIRONMENT: dict[str, tuple[str, ...]] = {
 }
 
 
+_BOOLEANS = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
+
+
 class S3Settings(BaseModel):
     """How s3kv talks to an S3-compatible store.
 
@@ -116,6 +128,13 @@ class S3Settings(BaseModel):
                 if env.get(var):
                     values[name] = env[var]
                     break
+        path_style = env.get("S3KV_PATH_STYLE", "").strip().lower()
+        if path_style and "addressing_style" not in values:
+            if path_style not in _BOOLEANS:
+                raise SettingsError(
+                    f"S3KV_PATH_STYLE={env['S3KV_PATH_STYLE']!r}: use true or false"
+                )
+            values["addressing_style"] = "path" if _BOOLEANS[path_style] else "auto"
         values.update({k: v for k, v in overrides.items() if v is not None})
         unknown = set(values) - set(cls.model_fields)
         if unknown:
