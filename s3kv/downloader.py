@@ -11,7 +11,6 @@ from s3kv import integrity
 from s3kv.errors import (
     IntegrityError,
     InvalidInputError,
-    ManifestError,
     ManifestMismatchError,
     ManifestMissingError,
     ObjectNotFoundError,
@@ -60,21 +59,15 @@ class Downloader(Transfer):
         Returns the namespace it describes, or None if there is none and
         ``allow_missing`` is set; otherwise raises :class:`ManifestMissingError`.
         """
-        key = self.keys.config_key()
-        url = self.url_for(key)
-        try:
-            data, _ = with_retries(lambda: self.store.get(key), self.settings)
-        except ObjectNotFoundError:
+        url = self.url_for(self.keys.config_key())
+        stored = self.read_manifest()
+        if stored is None:
             if allow_missing:
                 return None
             raise ManifestMissingError(
                 f"{url}: no manifest; push the cache with s3kv (which writes it first), or "
                 "read without one (require_manifest=False) if vLLM's object-store tier wrote it"
-            ) from None
-        try:
-            stored = Namespace.from_manifest(data, rank=self.namespace.rank)
-        except ManifestError as exc:
-            raise ManifestError(f"{url}: {exc}") from None
+            )
         if stored.digest != self.namespace.digest:
             raise ManifestMismatchError(
                 f"{url}: its fields hash to {stored.digest}, not to the folder's digest "

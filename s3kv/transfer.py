@@ -8,10 +8,11 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeAlias
 
-from s3kv.errors import InvalidInputError, InvalidKeyError
+from s3kv.errors import InvalidInputError, InvalidKeyError, ManifestError, ObjectNotFoundError
 from s3kv.keys import KeyMapper, KeyStyle, make_offload_key
 from s3kv.location import Location, parse_location
 from s3kv.namespace import Namespace
+from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import Store, open_store
 
@@ -60,6 +61,18 @@ class Transfer:
 
     def url_for(self, key: str) -> str:
         return self.location.url_for(key)
+
+    def read_manifest(self) -> Namespace | None:
+        """The namespace the stored ``config.json`` describes; None if there is none."""
+        key = self.keys.config_key()
+        try:
+            data, _ = with_retries(lambda: self.store.get(key), self.settings)
+        except ObjectNotFoundError:
+            return None
+        try:
+            return Namespace.from_manifest(data, rank=self.namespace.rank)
+        except ManifestError as exc:
+            raise ManifestError(f"{self.url_for(key)}: {exc}") from None
 
     def close(self, *, wait: bool = True) -> None:
         """Stop the pool (waiting for running blocks unless ``wait=False``)."""

@@ -7,9 +7,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from s3kv import integrity
-from s3kv.errors import ManifestError, NamespaceConflictError, ObjectNotFoundError
+from s3kv.errors import NamespaceConflictError
 from s3kv.jobs import BlockResult, TransferJob
-from s3kv.namespace import Namespace
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
 from s3kv.stores import PutOptions
@@ -39,41 +38,26 @@ class Uploader(Transfer):
         """
         if self._manifest_ready:
             return False
-        key = self.keys.config_key()
         # Read first: a cluster holding only a reader policy can then start on a cache a
         # writer already described; the create-only PUT settles races between writers.
-        existing = self._read(key)
+        theirs = self.read_manifest()
         created = False
-        if existing is None:
-            data = self.namespace.manifest_bytes()
-            put = with_retries(lambda: self.store.put(key, data, MANIFEST_OPTIONS), self.settings)
-            created = bool(put)
+        if theirs is None:
+            key, data = self.keys.config_key(), self.namespace.manifest_bytes()
+            created = with_retries(
+                lambda: self.store.put(key, data, MANIFEST_OPTIONS), self.settings
+            )
             if not created:
-                existing = self._read(key)
-        if existing is not None:
-            self._check_same(key, existing)
-        self._manifest_ready = True
-        return created
-
-    def _read(self, key: str) -> bytes | None:
-        try:
-            data, _ = with_retries(lambda: self.store.get(key), self.settings)
-        except ObjectNotFoundError:
-            return None
-        return data
-
-    def _check_same(self, key: str, existing: bytes) -> None:
-        try:
-            theirs = Namespace.from_manifest(existing, rank=self.namespace.rank)
-        except ManifestError as exc:
-            raise ManifestError(f"{self.url_for(key)}: {exc}") from None
-        if theirs.fields != self.namespace.fields:
+                theirs = self.read_manifest()
+        if theirs is not None and theirs.fields != self.namespace.fields:
             raise NamespaceConflictError(
-                f"{self.url_for(key)} holds a different run config than this namespace.\n"
-                f"  stored: {theirs.fields}\n  ours:   {self.namespace.fields}\n"
+                f"{self.url_for(self.keys.config_key())} holds a different run config than "
+                f"this namespace.\n  stored: {theirs.fields}\n  ours:   {self.namespace.fields}\n"
                 "Two configurations hashed to one folder digest should never happen; "
                 "check who wrote this manifest, or use another prefix."
             )
+        self._manifest_ready = True
+        return created
 
     def put_blocks(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> TransferReport:
         """Store blocks and wait; returns what was stored, already present and failed."""

@@ -63,6 +63,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     TRACE_FILE.write_text("")
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if exitstatus == 0:  # keep the trace of a failed run for its report
+        TRACE_FILE.unlink(missing_ok=True)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Proofs that consume what the functional tests recorded run last.
     items.sort(key=lambda item: item.get_closest_marker("after_functional") is not None)
