@@ -34,7 +34,9 @@ def payload(seed: int, i: int, size: int) -> bytes:
 def offload_keys(seed: int, count: int) -> list[bytes]:
     from s3kv import make_offload_key
 
-    return [make_offload_key(hashlib.sha256(f"{seed}:{i}".encode()).digest(), 0) for i in range(count)]
+    return [
+        make_offload_key(hashlib.sha256(f"{seed}:{i}".encode()).digest(), 0) for i in range(count)
+    ]
 
 
 def namespace() -> Any:
@@ -102,7 +104,7 @@ def s3kv_settings(spec: dict[str, Any]) -> Any:
 def obstore_store(spec: dict[str, Any]) -> Any:
     from obstore.store import S3Store
 
-    options: dict[str, Any] = {"allow_http": True}
+    options: Any = {"allow_http": True}
     if spec.get("ca_bundle"):
         with open(spec["ca_bundle"], "rb") as f:
             options["root_certificate"] = f.read()
@@ -123,7 +125,8 @@ class Crt:
     def __init__(self, spec: dict[str, Any]) -> None:
         from urllib.parse import urlsplit
 
-        from awscrt import auth, io as aio, s3
+        from awscrt import auth, s3
+        from awscrt import io as aio
 
         self.s3 = s3
         url = urlsplit(spec["endpoint"])
@@ -195,7 +198,11 @@ def run_window(submit: Callable[[int], Any], count: int, window: int) -> None:
 def prepare_upload(spec: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     """Set up a client and its payloads; return the timed action."""
     client, count, size, seed, conc = (
-        spec["client"], spec["count"], spec["size"], spec["seed"], spec["concurrency"]
+        spec["client"],
+        spec["count"],
+        spec["size"],
+        spec["seed"],
+        spec["concurrency"],
     )
     bucket = spec["bucket"]
     keys = offload_keys(seed, count)
@@ -215,8 +222,11 @@ def prepare_upload(spec: dict[str, Any]) -> Callable[[], dict[str, Any]]:
         def action() -> dict[str, Any]:
             report = up.put_blocks({k: rows[i] for i, k in enumerate(keys)})
             ok = len(report.stored) + len(report.already_present)
-            return {"ok": ok, "failed": len(report.failed),
-                    "error": next(iter(report.failed.values()), None)}
+            return {
+                "ok": ok,
+                "failed": len(report.failed),
+                "error": next(iter(report.failed.values()), None),
+            }
 
         return action
 
@@ -239,8 +249,10 @@ def prepare_upload(spec: dict[str, Any]) -> Callable[[], dict[str, Any]]:
         pool = ThreadPoolExecutor(conc)
 
         def action() -> dict[str, Any]:
-            futures = [pool.submit(s3.put_object, Bucket=bucket, Key=n, Body=b)
-                       for n, b in zip(names, data)]
+            futures = [
+                pool.submit(s3.put_object, Bucket=bucket, Key=n, Body=b)
+                for n, b in zip(names, data)
+            ]
             for f in futures:
                 f.result()
             return {"ok": count}
@@ -297,10 +309,16 @@ def prepare_upload(spec: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     raise SystemExit(f"unknown client {client!r}")
 
 
-def prepare_download(spec: dict[str, Any]) -> tuple[Callable[[], dict[str, Any]], Callable[[], Any]]:
+def prepare_download(
+    spec: dict[str, Any],
+) -> tuple[Callable[[], dict[str, Any]], Callable[[], Any]]:
     """The timed action and a function returning what was received (a list of buffers)."""
     client, count, size, seed, conc = (
-        spec["client"], spec["count"], spec["size"], spec["seed"], spec["concurrency"]
+        spec["client"],
+        spec["count"],
+        spec["size"],
+        spec["seed"],
+        spec["concurrency"],
     )
     bucket = spec["bucket"]
     keys = offload_keys(seed, count)
@@ -321,9 +339,12 @@ def prepare_download(spec: dict[str, Any]) -> tuple[Callable[[], dict[str, Any]]
         def action() -> dict[str, Any]:
             report = d.get_blocks(keys, into=into)
             bad = dict(report.failed)
-            return {"ok": len(report.loaded), "failed": len(bad) + len(report.missing),
-                    "unverified": report.unverified,
-                    "error": next(iter(bad.values()), None)}
+            return {
+                "ok": len(report.loaded),
+                "failed": len(bad) + len(report.missing),
+                "unverified": report.unverified,
+                "error": next(iter(bad.values()), None),
+            }
 
         return action, lambda: rows
 
@@ -344,7 +365,8 @@ def prepare_download(spec: dict[str, Any]) -> tuple[Callable[[], dict[str, Any]]
         pool = ThreadPoolExecutor(conc)
 
         def get(name: str) -> bytes:
-            return s3.get_object(Bucket=bucket, Key=name)["Body"].read()
+            data: bytes = s3.get_object(Bucket=bucket, Key=name)["Body"].read()
+            return data
 
         def action() -> dict[str, Any]:
             out[:] = list(pool.map(get, names))
@@ -417,8 +439,11 @@ def prepare_lookup(spec: dict[str, Any]) -> Callable[[], dict[str, Any]]:
 
         def action() -> dict[str, Any]:
             found = d.lookup(keys)
-            return {"found": found, "rounds": d.last_lookup.rounds,
-                    "requests": d.last_lookup.requests}
+            return {
+                "found": found,
+                "rounds": d.last_lookup.rounds,
+                "requests": d.last_lookup.requests,
+            }
 
         return action
     if spec["client"] == "naive-head":
@@ -452,8 +477,9 @@ def populate(spec: dict[str, Any]) -> dict[str, Any]:
 
     keys = offload_keys(spec["seed"], spec["count"])
     row = np.frombuffer(payload(spec["seed"], 0, spec["size"]), dtype=np.uint8)
-    with Uploader(f"s3://{spec['bucket']}/{spec['prefix']}", namespace(),
-                  settings=s3kv_settings(spec)) as up:
+    with Uploader(
+        f"s3://{spec['bucket']}/{spec['prefix']}", namespace(), settings=s3kv_settings(spec)
+    ) as up:
         report = up.put_blocks({k: row for k in keys})
     return {"ok": len(report.stored) + len(report.already_present), "failed": len(report.failed)}
 
@@ -489,7 +515,7 @@ def timed(action: Callable[[], dict[str, Any]], profile: str | None) -> dict[str
         import pstats
         import threading
 
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
         main.disable()
         stats = pstats.Stats(profilers[0])
         for p in profilers[1:]:
@@ -512,8 +538,11 @@ def main() -> None:
             action, received = prepare_download(spec)
             result = timed(action, spec.get("profile"))
             got = received()
-            bad = [i for i in sample_indices(spec["count"], spec["samples"])
-                   if got[i] is None or bytes(got[i]) != payload(spec["seed"], i, spec["size"])]
+            bad = [
+                i
+                for i in sample_indices(spec["count"], spec["samples"])
+                if got[i] is None or bytes(got[i]) != payload(spec["seed"], i, spec["size"])
+            ]
             result["verified"] = len(sample_indices(spec["count"], spec["samples"])) - len(bad)
             result["mismatched"] = len(bad)
         elif spec["op"] == "lookup":

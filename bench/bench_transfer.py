@@ -112,9 +112,8 @@ class Bench:
             "samples": args.samples,
             "boto3_checksum": args.boto3_checksum,
         }
-        from botocore.config import Config
-
         import boto3
+        from botocore.config import Config
 
         self.admin = boto3.session.Session().client(
             "s3",
@@ -142,7 +141,7 @@ class Bench:
     def drop(self, bucket: str) -> None:
         paginator = self.admin.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=bucket):
-            keys = [{"Key": o["Key"]} for o in page.get("Contents", ())]
+            keys: list[Any] = [{"Key": o["Key"]} for o in page.get("Contents", ())]
             if keys:
                 self.admin.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
         self.admin.delete_bucket(Bucket=bucket)
@@ -169,44 +168,76 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         a = self.args
-        workloads = [("1 MiB", a.large_count, a.large_size), ("64 KiB", a.small_count, a.small_size)]
+        workloads = [
+            ("1 MiB", a.large_count, a.large_size),
+            ("64 KiB", a.small_count, a.small_size),
+        ]
         if a.small_size != 64 * 1024 or a.large_size != MiB:
-            workloads = [(human(a.large_size), a.large_count, a.large_size),
-                         (human(a.small_size), a.small_count, a.small_size)]
+            workloads = [
+                (human(a.large_size), a.large_count, a.large_size),
+                (human(a.small_size), a.small_count, a.small_size),
+            ]
         clients = [c for c in a.clients.split(",") if c]
         runs: dict[str, list[dict[str, Any]]] = {}
         lookup_bucket = None
         if not a.skip_lookup:
             lookup_bucket = self.bucket("lookup")
-            res = self.worker(op="populate", client="s3kv", bucket=lookup_bucket, seed=7,
-                              count=a.chain_present, size=a.small_size)
+            res = self.worker(
+                op="populate",
+                client="s3kv",
+                bucket=lookup_bucket,
+                seed=7,
+                count=a.chain_present,
+                size=a.small_size,
+            )
             log(f"lookup setup: {res}")
         for r in range(a.repeat):
             for label, count, size in workloads:
-                order = clients[r % len(clients):] + clients[: r % len(clients)]
+                order = clients[r % len(clients) :] + clients[: r % len(clients)]
                 for client in order:
                     seed = 1000 * r + size % 997
                     bucket = self.bucket(f"{client}-{count}-{r}")
                     spec = dict(client=client, bucket=bucket, count=count, size=size, seed=seed)
                     for op in ("upload", "download"):
-                        profile = None
-                        if a.profile_dir and r == 0 and client in a.profile.split(","):
-                            Path(a.profile_dir).mkdir(parents=True, exist_ok=True)
-                            profile = str(Path(a.profile_dir) / f"{client}-{op}-{count}x{size}.prof")
-                        res = self.worker(op=op, profile=profile, **spec)
+                        res = self.worker(op=op, **spec)
                         res["repeat"] = r
                         runs.setdefault(f"{label}|{op}|{client}", []).append(res)
-                        log(f"[{r + 1}/{a.repeat}] {label:>6} {op:<8} {client:<13} " + brief(res, count, size))
+                        log(
+                            f"[{r + 1}/{a.repeat}] {label:>6} {op:<8} {client:<13} "
+                            + brief(res, count, size)
+                        )
                     self.drop(bucket)
             if lookup_bucket is not None:
-                for client in (["s3kv", "naive-head"] if r % 2 == 0 else ["naive-head", "s3kv"]):
-                    res = self.worker(op="lookup", client=client, bucket=lookup_bucket, seed=7,
-                                      chain=a.chain)
+                for client in ["s3kv", "naive-head"] if r % 2 == 0 else ["naive-head", "s3kv"]:
+                    res = self.worker(
+                        op="lookup", client=client, bucket=lookup_bucket, seed=7, chain=a.chain
+                    )
                     res["repeat"] = r
                     runs.setdefault(f"lookup|{client}", []).append(res)
                     log(f"[{r + 1}/{a.repeat}] lookup {client:<10} {res}")
         if lookup_bucket is not None:
             self.drop(lookup_bucket)
+        if a.profile_dir:  # extra runs under cProfile, kept out of the medians
+            Path(a.profile_dir).mkdir(parents=True, exist_ok=True)
+            for label, count, size in workloads:
+                for client in [c for c in a.profile.split(",") if c]:
+                    bucket = self.bucket(f"prof-{client}-{count}")
+                    for op in ("upload", "download"):
+                        profile = str(Path(a.profile_dir) / f"{client}-{op}-{count}x{size}.prof")
+                        res = self.worker(
+                            op=op,
+                            profile=profile,
+                            client=client,
+                            bucket=bucket,
+                            count=count,
+                            size=size,
+                            seed=99,
+                        )
+                        log(
+                            f"[profiled] {label:>6} {op:<8} {client:<13} {brief(res, count, size)}"
+                            f" -> {profile}"
+                        )
+                    self.drop(bucket)
         return {"workloads": workloads, "clients": clients, "runs": runs}
 
 
@@ -222,9 +253,15 @@ def brief(res: dict[str, Any], count: int, size: int) -> str:
     if res.get("error"):
         return f"ERROR {res['error']}"
     s = res["seconds"]
-    extra = f" verified {res.get('verified')}/{res.get('verified', 0) + res.get('mismatched', 0)}" if "verified" in res else ""
-    return (f"{s:7.2f}s {count / s:8.1f} obj/s {count * size / s / MiB:7.1f} MiB/s "
-            f"cpu {res['cpu']:.2f}s server {res.get('server_cpu', 0):.2f}s{extra}")
+    extra = (
+        f" verified {res.get('verified')}/{res.get('verified', 0) + res.get('mismatched', 0)}"
+        if "verified" in res
+        else ""
+    )
+    return (
+        f"{s:7.2f}s {count / s:8.1f} obj/s {count * size / s / MiB:7.1f} MiB/s "
+        f"cpu {res['cpu']:.2f}s server {res.get('server_cpu', 0):.2f}s{extra}"
+    )
 
 
 # -- summary ---------------------------------------------------------------------------
@@ -236,12 +273,25 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
         for op in ("upload", "download"):
             for client in data["clients"]:
                 runs = data["runs"].get(f"{label}|{op}|{client}", [])
-                good = [x for x in runs if not x.get("error") and x.get("failed", 0) == 0
-                        and x.get("mismatched", 0) == 0]
-                row: dict[str, Any] = {"size": label, "op": op, "client": client,
-                                       "runs": len(runs), "good": len(good)}
-                errors = [x.get("error") or f"failed={x.get('failed')} mismatched={x.get('mismatched')}"
-                          for x in runs if x not in good]
+                good = [
+                    x
+                    for x in runs
+                    if not x.get("error")
+                    and x.get("failed", 0) == 0
+                    and x.get("mismatched", 0) == 0
+                ]
+                row: dict[str, Any] = {
+                    "size": label,
+                    "op": op,
+                    "client": client,
+                    "runs": len(runs),
+                    "good": len(good),
+                }
+                errors = [
+                    x.get("error") or f"failed={x.get('failed')} mismatched={x.get('mismatched')}"
+                    for x in runs
+                    if x not in good
+                ]
                 if errors:
                     row["errors"] = errors
                 if good:
@@ -256,20 +306,24 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
                         all_seconds=[round(x["seconds"], 3) for x in good],
                     )
                     if any("server_cpu" in x for x in good):
-                        row["server_cpu"] = statistics.median(x.get("server_cpu", 0.0) for x in good)
+                        row["server_cpu"] = statistics.median(
+                            x.get("server_cpu", 0.0) for x in good
+                        )
                 rows.append(row)
     lookups = []
     for client in ("s3kv", "naive-head"):
         runs = [x for x in data["runs"].get(f"lookup|{client}", []) if not x.get("error")]
         if runs:
-            lookups.append({
-                "client": client,
-                "found": runs[0]["found"],
-                "rounds": max(x["rounds"] for x in runs),
-                "requests": max(x["requests"] for x in runs),
-                "seconds": statistics.median(x["seconds"] for x in runs),
-                "cpu": statistics.median(x["cpu"] for x in runs),
-            })
+            lookups.append(
+                {
+                    "client": client,
+                    "found": runs[0]["found"],
+                    "rounds": max(x["rounds"] for x in runs),
+                    "requests": max(x["requests"] for x in runs),
+                    "seconds": statistics.median(x["seconds"] for x in runs),
+                    "cpu": statistics.median(x["cpu"] for x in runs),
+                }
+            )
     return {"rows": rows, "lookups": lookups}
 
 
@@ -277,12 +331,22 @@ def render(summary: dict[str, Any], args: argparse.Namespace, label: str) -> str
     rows = summary["rows"]
     out = []
     has_server = any("server_cpu" in r for r in rows)
-    head = ["size", "direction", "client", "objects/s", "MiB/s", "client CPU s", "CPU s/GiB",
-            "s3kv throughput ×"]
+    head = [
+        "size",
+        "direction",
+        "client",
+        "objects/s",
+        "MiB/s",
+        "client CPU s",
+        "CPU s/GiB",
+        "s3kv throughput x",
+    ]
     if has_server:
         head.append("server CPU s")
-    out.append(f"Server: **{label}**; concurrency {args.concurrency} for every concurrent "
-               f"client; median of {args.repeat} runs.\n")
+    out.append(
+        f"Server: **{label}**; concurrency {args.concurrency} for every concurrent "
+        f"client; median of {args.repeat} runs.\n"
+    )
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "|".join(["---"] * 3 + ["---:"] * (len(head) - 3)) + "|")
     checks = []
@@ -299,8 +363,16 @@ def render(summary: dict[str, Any], args: argparse.Namespace, label: str) -> str
                     continue
                 ratio = f"{ours['mib_per_s'] / r['mib_per_s']:.2f}" if ours else "-"
                 name = f"**{r['client']}**" if r["client"] == "s3kv" else r["client"]
-                cells = [size, op, name, f"{r['objects_per_s']:.0f}", f"{r['mib_per_s']:.1f}",
-                         f"{r['cpu']:.2f}", f"{r['cpu_per_gib']:.2f}", ratio]
+                cells = [
+                    size,
+                    op,
+                    name,
+                    f"{r['objects_per_s']:.0f}",
+                    f"{r['mib_per_s']:.1f}",
+                    f"{r['cpu']:.2f}",
+                    f"{r['cpu_per_gib']:.2f}",
+                    ratio,
+                ]
                 if has_server:
                     cells.append(f"{r.get('server_cpu', 0):.2f}")
                 out.append("| " + " | ".join(cells) + " |")
@@ -324,23 +396,36 @@ def render(summary: dict[str, Any], args: argparse.Namespace, label: str) -> str
     out.extend(checks)
     if summary["lookups"]:
         out.append("")
-        out.append(f"Lookup: a {args.chain:,}-block chain, first {args.chain_present:,} present "
-                   "(cold presence cache).\n")
+        out.append(
+            f"Lookup: a {args.chain:,}-block chain, first {args.chain_present:,} present "
+            "(cold presence cache).\n"
+        )
         out.append("| method | found | round trips | requests | wall ms | client CPU ms |")
         out.append("|---|---:|---:|---:|---:|---:|")
         for x in summary["lookups"]:
-            name = "s3kv `lookup`" if x["client"] == "s3kv" else "naive HEAD loop (stops at first miss)"
-            out.append(f"| {name} | {x['found']} | {x['rounds']} | {x['requests']} | "
-                       f"{x['seconds'] * 1000:.0f} | {x['cpu'] * 1000:.0f} |")
+            name = (
+                "s3kv `lookup`"
+                if x["client"] == "s3kv"
+                else "naive HEAD loop (stops at first miss)"
+            )
+            out.append(
+                f"| {name} | {x['found']} | {x['rounds']} | {x['requests']} | "
+                f"{x['seconds'] * 1000:.0f} | {x['cpu'] * 1000:.0f} |"
+            )
         ours = next((x for x in summary["lookups"] if x["client"] == "s3kv"), None)
         if ours:
-            ok = (ours["rounds"] <= 24 and ours["requests"] <= 100
-                  and ours["found"] == args.chain_present)
+            ok = (
+                ours["rounds"] <= 24
+                and ours["requests"] <= 100
+                and ours["found"] == args.chain_present
+            )
             out.append("")
-            out.append(f"- lookup: found {ours['found']} (expected {args.chain_present}), "
-                       f"{ours['rounds']} round trips <= 24, {ours['requests']} requests <= 100 "
-                       f"(naive: {args.chain:,} for every key, or {args.chain_present + 1:,} "
-                       f"stopping at the first miss): **{'PASS' if ok else 'FAIL'}**")
+            out.append(
+                f"- lookup: found {ours['found']} (expected {args.chain_present}), "
+                f"{ours['rounds']} round trips <= 24, {ours['requests']} requests <= 100 "
+                f"(naive: {args.chain:,} for every key, or {args.chain_present + 1:,} "
+                f"stopping at the first miss): **{'PASS' if ok else 'FAIL'}**"
+            )
     errors = [r for r in rows if r.get("errors")]
     if errors:
         out.append("")
@@ -350,22 +435,33 @@ def render(summary: dict[str, Any], args: argparse.Namespace, label: str) -> str
 
 
 def notes(args: argparse.Namespace) -> str:
-    import boto3
 
     versions = {}
     for mod in ("boto3", "botocore", "s3transfer", "obstore", "awscrt", "moto"):
         try:
             versions[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001
+        except Exception:
             versions[mod] = "?"
-    checksum = ("boto3 defaults (boto3 >= 1.36 adds a CRC32 checksum to every PUT and "
-                "validates response checksums when present)"
-                if args.boto3_checksum == "default" else
-                "boto3 rows with request/response checksums `when_required`")
+    checksum = (
+        "boto3 defaults (boto3 >= 1.36 adds a CRC32 checksum to every PUT and "
+        "validates response checksums when present)"
+        if args.boto3_checksum == "default"
+        else "boto3 rows with request/response checksums `when_required`"
+    )
     return (
-        f"Notes: {checksum}; boto3-threads/s3transfer get `max_pool_connections={args.concurrency}` "
+        f"Notes: {checksum}; boto3-threads/s3transfer get "
+        f"`max_pool_connections={args.concurrency}` "
         f"(boto3's default pool is 10). s3kv sends its own CRC32C (metadata + S3 checksum header) "
-        f"and verifies it on download; obstore and awscrt send no checksum. Client CPU = the "
+        f"and verifies it on download; obstore and awscrt send no checksum. s3transfer sends "
+        f"`Expect: 100-continue` (file-like bodies); the others do not. "
+        + (
+            "moto's server (werkzeug) answers every request with `Connection: close`, so every "
+            "client opens one TCP connection per request, and it is single-process Python: "
+            "the server, not the client, bounds throughput here. "
+            if not args.endpoint_url
+            else ""
+        )
+        + f"Client CPU = the "
         f"worker process's user+sys over the timed region. {os.cpu_count()} CPUs shared with "
         f"the server{' and other jobs' if args.shared_note else ''}: numbers are noisy. "
         f"Python {platform.python_version()}, "
@@ -375,7 +471,9 @@ def notes(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="64 x 1 MiB and 256 x 64 KiB, 1 repeat")
     p.add_argument("--large-count", type=int, default=512)
     p.add_argument("--large-size", type=int, default=MiB)
@@ -388,8 +486,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated subset")
     p.add_argument("--samples", type=int, default=16, help="downloaded payloads compared")
-    p.add_argument("--boto3-checksum", choices=("default", "when_required"), default="default",
-                   help="boto3 rows' flexible checksums (RGW over TLS rejects the default)")
+    p.add_argument(
+        "--boto3-checksum",
+        choices=("default", "when_required"),
+        default="default",
+        help="boto3 rows' flexible checksums (RGW over TLS rejects the default)",
+    )
     p.add_argument("--endpoint-url", help="use this server instead of starting moto")
     p.add_argument("--ca-bundle", help="CA bundle for an https endpoint")
     p.add_argument("--access-key", default=os.environ.get("AWS_ACCESS_KEY_ID", "testing"))
@@ -398,7 +500,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--label", help="the server's name in the table")
     p.add_argument("--json", help="write runs and summary here")
     p.add_argument("--profile", default="s3kv", help="clients to cProfile (with --profile-dir)")
-    p.add_argument("--profile-dir", help="cProfile the first repeat's rows of --profile clients")
+    p.add_argument(
+        "--profile-dir",
+        help="also run --profile clients once more under cProfile (all threads), "
+        "writing .prof files here; these runs are not in the table",
+    )
     p.add_argument("--timeout", type=float, default=900, help="per row, seconds")
     p.add_argument("--shared-note", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -406,8 +512,11 @@ def main(argv: list[str] | None = None) -> int:
         args.large_count, args.small_count = min(args.large_count, 64), min(args.small_count, 256)
         if "--repeat" not in " ".join(sys.argv):
             args.repeat = 1
-    label = args.label or (f"external {args.endpoint_url}" if args.endpoint_url
-                           else "moto server (own process, 127.0.0.1)")
+    label = args.label or (
+        f"external {args.endpoint_url}"
+        if args.endpoint_url
+        else "moto server (own process, 127.0.0.1)"
+    )
     bench = Bench(args)
     try:
         data = bench.run()
@@ -419,9 +528,20 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(notes(args))
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"label": label, "argv": sys.argv[1:], "args": vars(args), "summary": summary,
-             "runs": data["runs"], "table": table}, indent=1, default=str))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "label": label,
+                    "argv": sys.argv[1:],
+                    "args": vars(args),
+                    "summary": summary,
+                    "runs": data["runs"],
+                    "table": table,
+                },
+                indent=1,
+                default=str,
+            )
+        )
     return 0
 
 

@@ -20,6 +20,7 @@ MiB = 1024 * 1024
 ChecksumAlgorithm = Literal["crc32c", "crc32", "sha256", "none"]
 AddressingStyle = Literal["auto", "path", "virtual"]
 ChecksumCalculation = Literal["when_required", "when_supported"]
+DataPath = Literal["auto", "crt", "botocore"]
 
 # setting -> environment variables, first found wins (S3KV_* before the standard AWS_*).
 ENVIRONMENT: dict[str, tuple[str, ...]] = {
@@ -42,6 +43,7 @@ ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "multipart_threshold_bytes": ("S3KV_MULTIPART_THRESHOLD_BYTES",),
     "multipart_chunk_bytes": ("S3KV_MULTIPART_CHUNK_BYTES",),
     "tag_blocks": ("S3KV_TAG_BLOCKS",),
+    "data_path": ("S3KV_DATA_PATH",),
 }
 
 
@@ -95,6 +97,9 @@ class S3Settings(BaseModel):
     multipart_threshold_bytes: int = Field(default=64 * MiB, ge=5 * MiB)
     multipart_chunk_bytes: int = Field(default=16 * MiB, ge=5 * MiB, le=5 * 1024 * MiB)
     tag_blocks: bool = True
+    data_path: DataPath = "auto"
+    """Block PUT/GET/HEAD on awscrt's native client (``crt``; ``auto`` picks it) or on
+    botocore. Listing, deletes, multipart and copies always use botocore."""
     """Tag block objects ``s3kv-object=block`` so a lifecycle rule can expire blocks and
     never manifests. Turn off for stores without object tagging."""
 

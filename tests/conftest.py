@@ -260,7 +260,10 @@ def _make_backend(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> 
         with mock_aws():
             client = _s3_client(None)
             client.create_bucket(Bucket=bucket)
-            settings = S3Settings.resolve(max_attempts=3, backoff_base_seconds=0.01)
+            # in-process moto patches botocore: awscrt's data path cannot reach it
+            settings = S3Settings.resolve(
+                max_attempts=3, backoff_base_seconds=0.01, data_path="botocore"
+            )
             yield Backend(name, f"s3://{bucket}/{prefix}", settings, bucket=bucket, client=client)
         return
     if name == "moto-server":

@@ -14,7 +14,12 @@ def open_store(location: Location | str, settings: S3Settings | None = None) -> 
     if isinstance(location, str):
         location = parse_location(location)
     if location.bucket is not None:
-        return S3Store(location.bucket, settings or S3Settings.resolve())
+        settings = settings or S3Settings.resolve()
+        if settings.data_path == "botocore":
+            return S3Store(location.bucket, settings)
+        from s3kv.stores.s3_crt import CrtS3Store
+
+        return CrtS3Store(location.bucket, settings)
     assert location.path is not None
     return LocalStore(location.path)
 

@@ -64,9 +64,8 @@ def make_client(settings: S3Settings) -> Any:
     client = session.client(
         "s3", endpoint_url=settings.endpoint_url, config=config, verify=verify, **kwargs
     )
-    trace = os.environ.get(TRACE_ENV)
-    if trace:
-        client.meta.events.register("before-parameter-build.s3", _Tracer(trace))
+    if trace_enabled():
+        client.meta.events.register("before-parameter-build.s3", _trace_botocore)
     return client
 
 
@@ -76,30 +75,40 @@ this file: what to grant a least-privilege policy, and what the test suite check
 Terraform policies against."""
 
 
-class _Tracer:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.lock = threading.Lock()
+_trace_lock = threading.Lock()
 
-    def __call__(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        record: dict[str, Any] = {"op": model.name, "bucket": params.get("Bucket", "")}
-        for name in ("Key", "Prefix"):
-            if name in params:
-                record[name.lower()] = params[name]
-        if "CopySource" in params:
-            record["copy_source"] = params["CopySource"]
-        tagging = params.get("Tagging")
-        if isinstance(tagging, str):
-            record["tags"] = dict(parse_qsl(tagging))
-        elif isinstance(tagging, dict):
-            record["tags"] = {t["Key"]: t["Value"] for t in tagging.get("TagSet", ())}
-        if "Body" in params:
-            record["size"] = determine_content_length(params["Body"])
-        if "Delete" in params:
-            record["keys"] = [o["Key"] for o in params["Delete"].get("Objects", ())]
-        line = json.dumps(record, default=str) + "\n"
-        with self.lock, open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
+
+def trace_enabled() -> bool:
+    return bool(os.environ.get(TRACE_ENV))
+
+
+def trace(record: dict[str, Any]) -> None:
+    """Append one request record to ``$S3KV_TRACE_FILE``."""
+    path = os.environ.get(TRACE_ENV)
+    if not path:
+        return
+    line = json.dumps(record, default=str) + "\n"
+    with _trace_lock, open(path, "a", encoding="utf-8") as f:
+        f.write(line)
+
+
+def _trace_botocore(params: dict[str, Any], model: Any, **_: Any) -> None:
+    record: dict[str, Any] = {"op": model.name, "bucket": params.get("Bucket", "")}
+    for name in ("Key", "Prefix"):
+        if name in params:
+            record[name.lower()] = params[name]
+    if "CopySource" in params:
+        record["copy_source"] = params["CopySource"]
+    tagging = params.get("Tagging")
+    if isinstance(tagging, str):
+        record["tags"] = dict(parse_qsl(tagging))
+    elif isinstance(tagging, dict):
+        record["tags"] = {t["Key"]: t["Value"] for t in tagging.get("TagSet", ())}
+    if "Body" in params:
+        record["size"] = determine_content_length(params["Body"])
+    if "Delete" in params:
+        record["keys"] = [o["Key"] for o in params["Delete"].get("Objects", ())]
+    trace(record)
 
 
 class S3Store(Store):

@@ -112,10 +112,12 @@ def test_push_then_pull_gives_a_byte_identical_tree(
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "0 findings" in clean.stdout
 
-    copy = s3kv("cp", url, f"s3://{bucket}/mirror", "--endpoint-url", moto_server, "--json")
+    peer = f"{bucket}-peer"
+    client.create_bucket(Bucket=peer)
+    copy = s3kv("cp", url, f"s3://{peer}/team/kv", "--endpoint-url", moto_server, "--json")
     assert copy.returncode == 0, copy.stderr
     assert json.loads(copy.stdout)["server_side"] is True
-    assert len(keys_in(client, bucket, "mirror/")) == 47
+    assert len(keys_in(client, peer, "team/kv/")) == 47
 
 
 def test_an_interrupted_push_resumes_sending_only_the_missing_blocks(
@@ -124,34 +126,34 @@ def test_an_interrupted_push_resumes_sending_only_the_missing_blocks(
     src = tmp_path / "src"
     total = 400
     write_tree(src, namespace(), total)
-    url = f"s3://{bucket}/kv"
+    url = f"s3://{bucket}/team/kv"
     proc = subprocess.Popen(
         [sys.executable, "-m", "s3kv.cli", "push", str(src), url, "--endpoint-url",
          moto_server, "--concurrency", "1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
-    while len(keys_in(client, bucket, "kv/")) < 30 and time.monotonic() < deadline:
+    while len(keys_in(client, bucket, "team/kv/")) < 30 and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    stored = [k for k in keys_in(client, bucket, "kv/") if k.endswith(".bin")]
+    stored = [k for k in keys_in(client, bucket, "team/kv/") if k.endswith(".bin")]
     assert 0 < len(stored) < total, "the push was not interrupted midway"
     resumed = s3kv("push", str(src), url, "--endpoint-url", moto_server, "--json")
     assert resumed.returncode == 0, resumed.stderr
     report = json.loads(resumed.stdout)
     assert report["copied"] == total - len(stored)
     assert report["already_present"] == len(stored)
-    assert len([k for k in keys_in(client, bucket, "kv/") if k.endswith(".bin")]) == total
+    assert len([k for k in keys_in(client, bucket, "team/kv/") if k.endswith(".bin")]) == total
 
 
 EVIL_KEYS = [
-    "kv/../../evil/x_0123456789ab_r0/abc/de_g0/abcdef.bin",
-    "kv/../x_0123456789ab/config.json",
-    "kv//etc/passwd",
-    "kv/./x_0123456789ab_r0/abc/de_g0/abcdef.bin",
-    "kv/x_0123456789ab_r0/abc/de_g0/../../../../../evil.bin",
-    "kv/x_0123456789ab_r0/abc/de_g0/abcdef.bin/../../../../../../tmp/evil",
+    "team/kv/../../evil/x_0123456789ab_r0/abc/de_g0/abcdef.bin",
+    "team/kv/../x_0123456789ab/config.json",
+    "team/kv//etc/passwd",
+    "team/kv/./x_0123456789ab_r0/abc/de_g0/abcdef.bin",
+    "team/kv/x_0123456789ab_r0/abc/de_g0/../../../../../evil.bin",
+    "team/kv/x_0123456789ab_r0/abc/de_g0/abcdef.bin/../../../../../../tmp/evil",
 ]
 
 
@@ -160,7 +162,7 @@ def test_pull_refuses_keys_that_would_escape_the_destination(
 ) -> None:
     src, dst = tmp_path / "src", tmp_path / "area" / "dst"
     write_tree(src, namespace(), 3)
-    url = f"s3://{bucket}/kv"
+    url = f"s3://{bucket}/team/kv"
     assert s3kv("push", str(src), url, "--endpoint-url", moto_server).returncode == 0
     for key in EVIL_KEYS:
         client.put_object(Bucket=bucket, Key=key, Body=b"evil")
@@ -181,7 +183,7 @@ def test_gc_by_age_and_by_budget_keeps_manifests_of_live_namespaces(
     src = tmp_path / "src"
     write_tree(src, namespace(), 30)
     write_tree(src, namespace("Qwen/Qwen3-0.6B"), 10, seed=1)
-    url = f"s3://{bucket}/kv"
+    url = f"s3://{bucket}/team/kv"
     assert s3kv("push", str(src), url, "--endpoint-url", moto_server).returncode == 0
     conn = ("--endpoint-url", moto_server)
 
@@ -193,23 +195,23 @@ def test_gc_by_age_and_by_budget_keeps_manifests_of_live_namespaces(
     assert budget.returncode == 0, budget.stderr
     report = json.loads(budget.stdout)
     assert report["blocks_deleted"] == 15 and report["bytes_kept"] == 25 * BLOCK
-    remaining = keys_in(client, bucket, "kv/")
+    remaining = keys_in(client, bucket, "team/kv/")
     assert len([k for k in remaining if k.endswith(".bin")]) == 25
     assert len([k for k in remaining if k.endswith("config.json")]) == 2
 
     later = (datetime.now(timezone.utc) + timedelta(hours=3)).isoformat()
     dry = s3kv("gc", url, "--older-than", "2h", "--now", later, "--dry-run", *conn, "--json")
     assert json.loads(dry.stdout)["blocks_deleted"] == 25
-    assert len(keys_in(client, bucket, "kv/")) == 27
+    assert len(keys_in(client, bucket, "team/kv/")) == 27
     old = s3kv("gc", url, "--older-than", "2h", "--now", later, *conn)
     assert old.returncode == 0, old.stderr
     assert "gc: freed" in old.stdout
     # No block left, but manifests stay unless asked for.
-    assert sorted(keys_in(client, bucket, "kv/")) == sorted(
+    assert sorted(keys_in(client, bucket, "team/kv/")) == sorted(
         k for k in remaining if k.endswith("config.json"))
     empty = s3kv("gc", url, "--older-than", "2h", "--delete-empty-manifests", *conn, "--json")
     assert json.loads(empty.stdout)["manifests_deleted"] == 2
-    assert keys_in(client, bucket, "kv/") == []
+    assert keys_in(client, bucket, "team/kv/") == []
 
 
 def test_verify_finds_a_corrupt_block_an_orphan_and_a_mismatched_manifest(
@@ -218,29 +220,29 @@ def test_verify_finds_a_corrupt_block_an_orphan_and_a_mismatched_manifest(
     src = tmp_path / "src"
     ns = namespace()
     write_tree(src, ns, 10)
-    url = f"s3://{bucket}/kv"
+    url = f"s3://{bucket}/team/kv"
     assert s3kv("push", str(src), url, "--endpoint-url", moto_server).returncode == 0
-    keys = KeyMapper(ns, prefix="kv")
+    keys = KeyMapper(ns, prefix="team/kv")
     victim = keys.key_for(make_offload_key((3).to_bytes(8, "big") + b"\x5a" * 24, 0))
     head = client.head_object(Bucket=bucket, Key=victim)
     client.put_object(Bucket=bucket, Key=victim, Body=b"\xff" * BLOCK, Metadata=head["Metadata"])
     short = keys.key_for(make_offload_key((4).to_bytes(8, "big") + b"\x5a" * 24, 0))
     client.put_object(Bucket=bucket, Key=short, Body=b"\x00" * 100)
-    orphan = KeyMapper(namespace("orphan/model"), prefix="kv").key_for(
+    orphan = KeyMapper(namespace("orphan/model"), prefix="team/kv").key_for(
         make_offload_key(b"\x01" * 32, 0))
     client.put_object(Bucket=bucket, Key=orphan, Body=b"\x01" * BLOCK)
     liar = namespace("liar/model")
     fake = namespace("liar/model", tp_size=2).manifest_bytes()
-    client.put_object(Bucket=bucket, Key=KeyMapper(liar, prefix="kv").config_key(), Body=fake)
-    client.put_object(Bucket=bucket, Key="kv/notes.txt", Body=b"hello")
+    client.put_object(Bucket=bucket, Key=KeyMapper(liar, prefix="team/kv").config_key(), Body=fake)
+    client.put_object(Bucket=bucket, Key="team/kv/notes.txt", Body=b"hello")
 
     shallow = s3kv("verify", url, "--endpoint-url", moto_server, "--json")
     assert shallow.returncode == 1
     kinds = {(f["kind"], f["key"]) for f in json.loads(shallow.stdout)["findings"]}
     assert ("size-mismatch", short) in kinds
     assert ("orphan", orphan.rsplit("_r0/", 1)[0]) in kinds
-    assert ("manifest-mismatch", KeyMapper(liar, prefix="kv").config_key()) in kinds
-    assert ("stray-key", "kv/notes.txt") in kinds
+    assert ("manifest-mismatch", KeyMapper(liar, prefix="team/kv").config_key()) in kinds
+    assert ("stray-key", "team/kv/notes.txt") in kinds
     assert not any(kind == "checksum-mismatch" for kind, _ in kinds)  # same size: deep only
 
     deep = s3kv("verify", url, "--endpoint-url", moto_server, "--deep")

@@ -1,0 +1,317 @@
+"""The block data path on awscrt's native S3 client; boto3 keeps the control plane.
+
+Why: botocore spends about 1.5 ms of CPU per request (event hooks, signing, header
+parsing); awscrt's client about 0.5 ms (see README, transfer benchmark). KV blocks are
+many small objects, so block PUT, GET and HEAD go through awscrt, while listing,
+deletes, multipart uploads, copies and tagging stay on boto3 (:class:`S3Store`).
+
+Semantics are the same as :class:`S3Store`: create-only PUT (``If-None-Match: *``, 412
+means already present), s3kv's checksum in metadata plus S3's checksum header, tags in
+``x-amz-tagging``; GET lands each received chunk straight in the caller's buffer, after
+the size was checked against the response headers.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from awscrt import auth, http, s3
+from awscrt import io as crt_io
+from awscrt.exceptions import AwsCrtError
+
+from s3kv.errors import (
+    AccessDeniedError,
+    BucketNotFoundError,
+    ObjectNotFoundError,
+    SizeMismatchError,
+    StoreError,
+    TransientStoreError,
+)
+from s3kv.integrity import METADATA_KEY, Buffer, Checksum
+from s3kv.settings import S3Settings
+from s3kv.stores.base import ObjectInfo, PutOptions
+from s3kv.stores.s3 import S3Store, trace, trace_enabled
+
+_META_HEADER = f"x-amz-meta-{METADATA_KEY}"
+_CHECKSUM_HEADERS = {
+    "crc32c": "x-amz-checksum-crc32c",
+    "crc32": "x-amz-checksum-crc32",
+    "sha256": "x-amz-checksum-sha256",
+}
+
+
+class _Reader(io.RawIOBase):
+    """The request body: the caller's buffer, read by awscrt in chunks."""
+
+    def __init__(self, view: memoryview) -> None:
+        self.view, self.pos = view, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), len(self.view) - self.pos)
+        buffer[:n] = self.view[self.pos : self.pos + n]
+        self.pos += n
+        return n
+
+
+class CrtS3Store(S3Store):
+    """:class:`S3Store` with block PUT, GET and HEAD on awscrt's S3 client."""
+
+    def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
+        super().__init__(bucket, settings, client=client)
+        credentials = self.client._request_signer._credentials
+        region = settings.region or self.client.meta.region_name or "us-east-1"
+        endpoint = settings.endpoint_url or f"https://s3.{region}.amazonaws.com"
+        parts = urlsplit(endpoint)
+        tls = parts.scheme == "https"
+        if (
+            settings.endpoint_url is None
+            and settings.resolved_addressing_style != "path"
+            and ("." not in bucket)
+        ):
+            self._host, self._path = f"{bucket}.{parts.netloc}", ""
+        else:
+            self._host, self._path = parts.netloc, f"/{quote(bucket)}"
+        elg = crt_io.EventLoopGroup(0)
+        bootstrap = crt_io.ClientBootstrap(elg, crt_io.DefaultHostResolver(elg))
+        kwargs: dict[str, Any] = {}
+        if tls:
+            options = crt_io.TlsContextOptions()
+            if settings.ca_bundle is not None:
+                options.override_default_trust_store_from_path(ca_filepath=str(settings.ca_bundle))
+            options.verify_peer = settings.verify_tls
+            connection = crt_io.ClientTlsContext(options).new_connection_options()
+            connection.set_server_name(parts.hostname or self._host)
+            kwargs["tls_connection_options"] = connection
+        self._crt = s3.S3Client(
+            bootstrap=bootstrap,
+            region=region,
+            tls_mode=s3.S3RequestTlsMode.ENABLED if tls else s3.S3RequestTlsMode.DISABLED,
+            credential_provider=auth.AwsCredentialsProvider.new_delegate(
+                _delegate(lambda: credentials)
+            ),
+            # Single-part only: larger objects go to boto3's multipart path.
+            part_size=max(settings.multipart_threshold_bytes, 8 * 1024 * 1024),
+            multipart_upload_threshold=settings.multipart_threshold_bytes + 1,
+            max_active_connections_override=settings.concurrency,
+            # One quick retry inside awscrt; s3kv.retry owns backoff and the deadline.
+            retry_config=s3.S3RetryConfig(max_retries=1, backoff_scale_factor_ms=5),
+            connect_timeout_ms=int(settings.connect_timeout_seconds * 1000),
+            **kwargs,
+        )
+        self._trace = trace_enabled()
+
+    def _target(self, key: str) -> str:
+        return f"{self._path}/{quote(key, safe='/~')}"
+
+    def _request(
+        self,
+        method: str,
+        key: str,
+        operation: str,
+        *,
+        headers: list[tuple[str, str]] | None = None,
+        body: memoryview | None = None,
+        on_headers: Callable[..., None] | None = None,
+        on_body: Callable[..., None] | None = None,
+    ) -> None:
+        fields = [("Host", self._host), *(headers or [])]
+        if body is not None:
+            fields.append(("Content-Length", str(len(body))))
+        request = http.HttpRequest(
+            method, self._target(key), http.HttpHeaders(fields), _Reader(body) if body else None
+        )
+        where = self._where(key)
+        try:
+            meta = self._crt.make_request(
+                type=s3.S3RequestType.DEFAULT,
+                request=request,
+                operation_name=operation,
+                on_headers=on_headers,
+                on_body=on_body,
+            )
+            meta.finished_future.result(self.settings.read_timeout_seconds * 4)
+        except s3.S3ResponseError as exc:
+            raise _translate(exc, method, where) from exc
+        except AwsCrtError as exc:
+            raise TransientStoreError(f"{method} {where}: {exc.name}: {exc.message}") from exc
+        except TimeoutError as exc:
+            raise TransientStoreError(f"{method} {where}: no answer in time") from exc
+
+    # -- blocks -------------------------------------------------------------------------
+
+    def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
+        view = memoryview(data).cast("B")
+        if len(view) >= self.settings.multipart_threshold_bytes or not len(view):
+            return super().put(key, view, options)
+        headers: list[tuple[str, str]] = []
+        if options.create_only:
+            headers.append(("If-None-Match", "*"))
+        if options.checksum is not None:
+            headers.append((_META_HEADER, options.checksum.header()))
+            headers.append((_CHECKSUM_HEADERS[options.checksum.algorithm], options.checksum.value))
+        tagging = self._tagging(options)
+        if tagging:
+            headers.append(("x-amz-tagging", tagging))
+        if self._trace:
+            record: dict[str, Any] = {"op": "PutObject", "bucket": self.bucket, "key": key}
+            if tagging:
+                record["tags"] = dict(options.tags)
+            trace({**record, "size": len(view)})
+        try:
+            self._request("PUT", key, "PutObject", headers=headers, body=view)
+        except _AlreadyExists:
+            return False
+        return True
+
+    def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
+        if self._trace:
+            trace({"op": "GetObject", "bucket": self.bucket, "key": key})
+        answer = _Answer(key)
+        where = self._where(key)
+
+        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
+            answer.read(status_code, headers)
+            if status_code < 300 and answer.size != len(buffer):
+                answer.wrong_size = True
+
+        def on_body(chunk: bytes, offset: int, **_: Any) -> None:
+            if not answer.wrong_size:
+                buffer[offset : offset + len(chunk)] = chunk
+                answer.received += len(chunk)
+
+        self._request("GET", key, "GetObject", on_headers=on_headers, on_body=on_body)
+        if answer.wrong_size:
+            raise SizeMismatchError(
+                f"GET {where}: object is {answer.size} bytes, expected {len(buffer)} "
+                "(a truncated or foreign object, or a buffer of the wrong size)"
+            )
+        if answer.received != len(buffer):
+            raise TransientStoreError(
+                f"GET {where}: connection closed after {answer.received} of {len(buffer)} bytes"
+            )
+        return answer.info()
+
+    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
+        if self._trace:
+            trace({"op": "GetObject", "bucket": self.bucket, "key": key})
+        answer = _Answer(key)
+        chunks: list[bytes] = []
+
+        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
+            answer.read(status_code, headers)
+
+        def on_body(chunk: bytes, offset: int, **_: Any) -> None:
+            chunks.append(chunk)
+
+        self._request("GET", key, "GetObject", on_headers=on_headers, on_body=on_body)
+        data = b"".join(chunks)
+        if len(data) != answer.size:
+            raise TransientStoreError(
+                f"GET {self._where(key)}: connection closed after {len(data)} of "
+                f"{answer.size} bytes"
+            )
+        return data, answer.info()
+
+    def head(self, key: str) -> ObjectInfo | None:
+        if self._trace:
+            trace({"op": "HeadObject", "bucket": self.bucket, "key": key})
+        answer = _Answer(key)
+
+        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
+            answer.read(status_code, headers)
+
+        try:
+            self._request("HEAD", key, "HeadObject", on_headers=on_headers)
+        except ObjectNotFoundError:
+            return None
+        return answer.info()
+
+    def _tagging(self, options: PutOptions) -> str:
+        if not options.tags or not self.settings.tag_blocks:
+            return ""
+        return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in options.tags.items())
+
+
+class _AlreadyExists(StoreError):
+    """412 on a create-only PUT (internal: put returns False)."""
+
+
+class _Answer:
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.size = -1
+        self.received = 0
+        self.wrong_size = False
+        self.checksum: Checksum | None = None
+        self.etag: str | None = None
+
+    def read(self, status_code: int, headers: list[tuple[str, str]]) -> None:
+        if status_code >= 300:
+            return
+        for name, value in headers:
+            lower = name.lower()
+            if lower == "content-length":
+                self.size = int(value)
+            elif lower == _META_HEADER:
+                self.checksum = Checksum.parse(value)
+            elif lower == "etag":
+                self.etag = value
+
+    def info(self) -> ObjectInfo:
+        return ObjectInfo(key=self.key, size=self.size, checksum=self.checksum, etag=self.etag)
+
+
+def _delegate(credentials: Callable[[], Any]) -> Callable[[], auth.AwsCredentials]:
+    """awscrt asks for credentials per signing; boto3's chain refreshes them."""
+    lock = threading.Lock()
+
+    def get() -> auth.AwsCredentials:
+        with lock:
+            source = credentials()
+            if source is None:
+                raise AccessDeniedError(
+                    "no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                    "or pick a profile with --profile/AWS_PROFILE"
+                )
+            frozen = source.get_frozen_credentials()
+        return auth.AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token)
+
+    return get
+
+
+def _translate(exc: s3.S3ResponseError, method: str, where: str) -> StoreError:
+    status = int(exc.status_code)
+    body = exc.body or b""
+    code = _error_code(body)
+    if status == 412:
+        return _AlreadyExists(f"{method} {where}: already exists")
+    if status == 404:
+        if code == "NoSuchBucket":
+            return BucketNotFoundError(
+                f"{method} {where}: the bucket does not exist; create it first "
+                "(see terraform/) or check the bucket name and --endpoint-url"
+            )
+        return ObjectNotFoundError(f"{method} {where}: no such object")
+    if status == 403:
+        return AccessDeniedError(
+            f"{method} {where}: access denied ({code or 403}); check the credentials and that "
+            "their policy grants this operation (terraform/ has writer and reader policies)"
+        )
+    if status in (409, 429) or status >= 500 or code in ("SlowDown", "RequestTimeout"):
+        return TransientStoreError(f"{method} {where}: {code or status}: HTTP {status}")
+    return StoreError(f"{method} {where}: {code or 'HTTP ' + str(status)}")
+
+
+def _error_code(body: bytes) -> str:
+    start = body.find(b"<Code>")
+    end = body.find(b"</Code>")
+    if start < 0 or end < start:
+        return ""
+    return body[start + 6 : end].decode("utf-8", "replace")
