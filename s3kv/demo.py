@@ -107,10 +107,11 @@ def embedded_s3() -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # The server logs every request: to a file, as an undrained pipe would fill and stall it.
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=log,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -121,7 +122,8 @@ def embedded_s3() -> Iterator[str]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode(errors="replace")[-300:] if proc.stderr else ""
+                    log.seek(0)
+                    err = log.read().decode(errors="replace")[-300:]
                     raise StoreError(f"the embedded S3 endpoint did not start: {err}") from None
                 time.sleep(0.1)
         yield url
@@ -131,6 +133,7 @@ def embedded_s3() -> Iterator[str]:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 def ensure_bucket(settings: S3Settings, bucket: str) -> None:

@@ -55,7 +55,8 @@ class Transfer:
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
-                    self.concurrency, thread_name_prefix=f"s3kv-{type(self).__name__.lower()}"
+                    self.concurrency * self.store.threads_per_connection,
+                    thread_name_prefix=f"s3kv-{type(self).__name__.lower()}"
                 )
             return self._executor
 

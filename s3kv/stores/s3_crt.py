@@ -22,6 +22,7 @@ from urllib.parse import quote, urlsplit
 from awscrt import auth, http, s3
 from awscrt import io as crt_io
 from awscrt.exceptions import AwsCrtError
+from botocore.credentials import RefreshableCredentials
 
 from s3kv.errors import (
     AccessDeniedError,
@@ -63,6 +64,8 @@ class _Reader(io.RawIOBase):
 class CrtS3Store(S3Store):
     """:class:`S3Store` with block PUT, GET and HEAD on awscrt's S3 client."""
 
+    threads_per_connection = 1
+
     def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
         super().__init__(bucket, settings, client=client)
         credentials = self.client._request_signer._credentials
@@ -93,9 +96,7 @@ class CrtS3Store(S3Store):
             bootstrap=bootstrap,
             region=region,
             tls_mode=s3.S3RequestTlsMode.ENABLED if tls else s3.S3RequestTlsMode.DISABLED,
-            credential_provider=auth.AwsCredentialsProvider.new_delegate(
-                _delegate(lambda: credentials)
-            ),
+            credential_provider=_provider(credentials),
             # Single-part only: larger objects go to boto3's multipart path.
             part_size=max(settings.multipart_threshold_bytes, 8 * 1024 * 1024),
             multipart_upload_threshold=settings.multipart_threshold_bytes + 1,
@@ -120,6 +121,7 @@ class CrtS3Store(S3Store):
         body: memoryview | None = None,
         on_headers: Callable[..., None] | None = None,
         on_body: Callable[..., None] | None = None,
+        kind: Any = s3.S3RequestType.DEFAULT,
     ) -> None:
         fields = [("Host", self._host), *(headers or [])]
         if body is not None:
@@ -130,9 +132,9 @@ class CrtS3Store(S3Store):
         where = self._where(key)
         try:
             meta = self._crt.make_request(
-                type=s3.S3RequestType.DEFAULT,
+                type=kind,
                 request=request,
-                operation_name=operation,
+                operation_name=operation if kind == s3.S3RequestType.DEFAULT else None,
                 on_headers=on_headers,
                 on_body=on_body,
             )
@@ -165,7 +167,16 @@ class CrtS3Store(S3Store):
                 record["tags"] = dict(options.tags)
             trace({**record, "size": len(view)})
         try:
-            self._request("PUT", key, "PutObject", headers=headers, body=view)
+            # PUT_OBJECT signs with an unsigned payload (DEFAULT would sha256 the body);
+            # s3kv's own checksum header covers the bytes.
+            self._request(
+                "PUT",
+                key,
+                "PutObject",
+                headers=headers,
+                body=view,
+                kind=s3.S3RequestType.PUT_OBJECT,
+            )
         except _AlreadyExists:
             return False
         return True
@@ -268,22 +279,31 @@ class _Answer:
         return ObjectInfo(key=self.key, size=self.size, checksum=self.checksum, etag=self.etag)
 
 
-def _delegate(credentials: Callable[[], Any]) -> Callable[[], auth.AwsCredentials]:
-    """awscrt asks for credentials per signing; boto3's chain refreshes them."""
+def _provider(credentials: Any) -> auth.AwsCredentialsProvider:
+    """The credentials boto3's chain found, for awscrt's signer.
+
+    Static ones (keys, environment, profile files) are handed over once: a delegate would
+    call into Python, under the GIL, for every request signed. Refreshable ones (roles,
+    SSO) go through a delegate so boto3 keeps refreshing them.
+    """
+    if credentials is None:
+        raise AccessDeniedError(
+            "no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "or pick a profile with --profile/AWS_PROFILE"
+        )
+    if not isinstance(credentials, RefreshableCredentials):
+        frozen = credentials.get_frozen_credentials()
+        return auth.AwsCredentialsProvider.new_static(
+            frozen.access_key, frozen.secret_key, frozen.token
+        )
     lock = threading.Lock()
 
     def get() -> auth.AwsCredentials:
         with lock:
-            source = credentials()
-            if source is None:
-                raise AccessDeniedError(
-                    "no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                    "or pick a profile with --profile/AWS_PROFILE"
-                )
-            frozen = source.get_frozen_credentials()
+            frozen = credentials.get_frozen_credentials()
         return auth.AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token)
 
-    return get
+    return auth.AwsCredentialsProvider.new_delegate(get)
 
 
 def _translate(exc: s3.S3ResponseError, method: str, where: str) -> StoreError:
