@@ -164,7 +164,9 @@ class Downloader(Transfer):
                 )
             buffers = [as_bytes_view(b, k, writable=True) for k, b in zip(offload_keys, into)]
         tasks = [(k, self._task(k, b)) for k, b in zip(offload_keys, buffers)]
-        return TransferJob("download", self.executor, tasks, on_done=on_done)
+        return TransferJob(
+            "download", self.executor, tasks, parallelism=self.parallelism, on_done=on_done
+        )
 
     def _task(self, key: bytes, buffer: memoryview | None) -> Any:
         object_key = self.keys.key_for(key)

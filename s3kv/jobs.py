@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -31,6 +32,10 @@ class TransferJob:
     ``done()`` never blocks; ``wait()`` blocks (optionally with a timeout) and returns the
     :class:`TransferReport`; ``cancel()`` stops blocks that have not started (they are
     reported failed with reason "cancelled") and lets running ones finish.
+
+    Up to ``parallelism`` workers pull blocks from the batch until it is empty: one pool
+    task per worker rather than per block, so a batch of thousands of small blocks costs
+    no per-block future, callback or lock handoff.
     """
 
     def __init__(
@@ -39,6 +44,7 @@ class TransferJob:
         executor: Executor,
         tasks: Sequence[tuple[bytes, Callable[[threading.Event], BlockResult]]],
         *,
+        parallelism: int,
         on_done: Callable[[TransferJob], None] | None = None,
     ) -> None:
         self.operation = operation
@@ -47,17 +53,28 @@ class TransferJob:
         self._lock = threading.Lock()
         self._finished = threading.Event()
         self._results: list[BlockResult] = []
-        self._remaining = len(tasks)
+        self._queue = deque(tasks)
         self._report: TransferReport | None = None
         self._on_done = on_done
-        self._futures: list[Future[BlockResult]] = []
+        workers = min(len(tasks), max(1, parallelism))
+        self._workers_left = workers
+        self._futures: list[Future[None]] = []
         if not tasks:
             self._finish()
             return
-        for key, task in tasks:
-            future = executor.submit(self._run, key, task)
+        for _ in range(workers):
+            future = executor.submit(self._work)
             self._futures.append(future)
-            future.add_done_callback(self._collect(key))
+            future.add_done_callback(self._worker_done)
+
+    def _work(self) -> None:
+        queue, results = self._queue, self._results
+        while True:
+            try:
+                key, task = queue.popleft()
+            except IndexError:
+                return
+            results.append(self._run(key, task))  # list.append is atomic
 
     def _run(self, key: bytes, task: Callable[[threading.Event], BlockResult]) -> BlockResult:
         if self._cancel.is_set():
@@ -71,20 +88,16 @@ class TransferJob:
         except Exception as exc:  # a bug must not lose the key: report it as failed
             return BlockResult(key, "failed", reason=f"unexpected {type(exc).__name__}: {exc}")
 
-    def _collect(self, key: bytes) -> Callable[[Future[BlockResult]], None]:
-        def done(future: Future[BlockResult]) -> None:
-            if future.cancelled():
-                result = BlockResult(key, "failed", reason="cancelled")
-            else:
-                result = future.result()
-            with self._lock:
-                self._results.append(result)
-                self._remaining -= 1
-                last = self._remaining == 0
-            if last:
-                self._finish()
-
-        return done
+    def _worker_done(self, future: Future[None]) -> None:
+        with self._lock:
+            self._workers_left -= 1
+            last = self._workers_left == 0
+        if last:
+            # Workers cancelled before they started leave their blocks in the queue.
+            while self._queue:
+                key, _ = self._queue.popleft()
+                self._results.append(BlockResult(key, "failed", reason="cancelled"))
+            self._finish()
 
     def _finish(self) -> None:
         buckets: dict[str, list[bytes]] = {"done": [], "already_present": [], "missing": []}

@@ -82,7 +82,9 @@ class Uploader(Transfer):
             view = as_bytes_view(buffer, key, writable=False)
             tasks.append((key, self._task(key, view)))
         self.ensure_manifest()
-        return TransferJob("upload", self.executor, tasks, on_done=on_done)
+        return TransferJob(
+            "upload", self.executor, tasks, parallelism=self.parallelism, on_done=on_done
+        )
 
     def _task(self, key: bytes, view: memoryview) -> Any:
         object_key = self.keys.key_for(key)

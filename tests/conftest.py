@@ -194,14 +194,23 @@ class Backend:
         self.raw_put(key, data, self.raw_metadata(key))
 
 
-def _s3_client(endpoint: str | None, *, verify: Any = None) -> Any:
+def _s3_client(
+    endpoint: str | None, *, verify: Any = None, credentials: tuple[str, str] | None = None
+) -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.client(
+    access, secret = credentials or (
+        TEST_ENV["AWS_ACCESS_KEY_ID"],
+        TEST_ENV["AWS_SECRET_ACCESS_KEY"],
+    )
+    # A fresh session: boto3's default one caches the first credentials it resolved.
+    return boto3.session.Session().client(
         "s3",
         endpoint_url=endpoint,
         verify=verify,
+        aws_access_key_id=access,
+        aws_secret_access_key=secret,
         config=Config(
             s3={"addressing_style": "path"},
             request_checksum_calculation="when_required",
@@ -266,26 +275,29 @@ def _make_backend(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> 
             )
             yield Backend(name, f"s3://{bucket}/{prefix}", settings, bucket=bucket, client=client)
         return
+    credentials = (TEST_ENV["AWS_ACCESS_KEY_ID"], TEST_ENV["AWS_SECRET_ACCESS_KEY"])
     if name == "moto-server":
         endpoint = request.getfixturevalue("moto_server")
         verify: Any = None
         ca = None
     elif name in ("rgw-http", "rgw-https"):
         server = request.getfixturevalue("rgw")
-        os.environ["AWS_ACCESS_KEY_ID"] = server.access_key
-        os.environ["AWS_SECRET_ACCESS_KEY"] = server.secret_key
-        os.environ.pop("AWS_SESSION_TOKEN", None)
-        request.addfinalizer(lambda: os.environ.update(TEST_ENV))
+        credentials = (server.access_key, server.secret_key)
         tls = name == "rgw-https"
         endpoint = server.https_endpoint if tls else server.http_endpoint
         ca = server.ca_bundle if tls else None
         verify = ca
     else:
         raise ValueError(f"unknown backend {name!r} in S3KV_TEST_BACKENDS")
-    client = _s3_client(endpoint, verify=verify)
+    client = _s3_client(endpoint, verify=verify, credentials=credentials)
     client.create_bucket(Bucket=bucket)
     settings = S3Settings.resolve(
-        endpoint_url=endpoint, ca_bundle=ca, max_attempts=3, backoff_base_seconds=0.01
+        endpoint_url=endpoint,
+        ca_bundle=ca,
+        max_attempts=3,
+        backoff_base_seconds=0.01,
+        access_key_id=credentials[0],
+        secret_access_key=credentials[1],
     )
     yield Backend(
         name,

@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, unquote
 
 import boto3
 from botocore.config import Config
@@ -97,8 +97,12 @@ def _trace_botocore(params: dict[str, Any], model: Any, **_: Any) -> None:
     for name in ("Key", "Prefix"):
         if name in params:
             record[name.lower()] = params[name]
-    if "CopySource" in params:
-        record["copy_source"] = params["CopySource"]
+    source = params.get("CopySource")
+    if isinstance(source, str):  # botocore has already encoded it as "bucket/key"
+        bucket, _, key = unquote(source.split("?", 1)[0]).lstrip("/").partition("/")
+        source = {"Bucket": bucket, "Key": key}
+    if source is not None:
+        record["copy_source"] = source
     tagging = params.get("Tagging")
     if isinstance(tagging, str):
         record["tags"] = dict(parse_qsl(tagging))
