@@ -16,10 +16,17 @@ pytestmark = pytest.mark.vllm
 SENTINEL = 0x5A
 
 
-def _stored(make_tier: Any, n: int, start: int) -> tuple[Any, np.ndarray, list[Any]]:
+# botocore hooks inject these faults, so these tiers use boto3's data path; the awscrt
+# path is faulted on the wire (test_wire_faults_on_the_awscrt_path, below).
+HOOKED = {"data_path": "botocore"}
+
+
+def _stored(
+    make_tier: Any, n: int, start: int, **options: Any
+) -> tuple[Any, np.ndarray, list[Any]]:
     """A tier with ``n`` blocks stored from rows 0..n-1; rows n.. hold a sentinel."""
     view, array = h.primary_view()
-    tier = make_tier(view, h.spec())
+    tier = make_tier(view, h.spec(), **(options or HOOKED))
     ks = h.keys(n, start=start)
     h.fill(array, range(n), seed=start)
     assert h.run(tier, h.job(ks, range(n), load=False)).success
@@ -70,7 +77,7 @@ def test_throttled_store_fails_and_writes_only_the_others(
     make_tier: Any, s3_client: Any, bucket: str
 ) -> None:
     view, array = h.primary_view()
-    tier = make_tier(view, h.spec())
+    tier = make_tier(view, h.spec(), **HOOKED)
     ks = h.keys(4, start=120)
     h.fill(array, range(4), seed=120)
     target = _key(tier, ks[2])
@@ -119,3 +126,32 @@ def test_truncated_object_fails_without_touching_the_row(
     s3_client.put_object(Bucket=bucket, Key=key, Body=array[1].tobytes()[:1000])
     _load_fails_for(tier, array, ks, bad={1})
     assert (array[5] == SENTINEL).all()
+
+
+def test_wire_faults_on_the_awscrt_path(make_tier: Any, moto_server: str, bucket: str) -> None:
+    from tests.functional.proxy import FaultProxy
+
+    tier, array, ks = _stored(make_tier, 4, start=170, data_path="crt")
+    names = [_key(tier, k).rsplit("/", 1)[-1] for k in ks]
+    faults = {names[0]: "reset", names[2]: "503"}
+
+    def rule(method: str, path: str, attempt: int) -> str | None:
+        return faults.get(path.rsplit("/", 1)[-1]) if method == "GET" else None
+
+    with FaultProxy(moto_server, rule) as proxy:
+        view, rows = h.primary_view()
+        rows[:] = SENTINEL
+        faulty = h.s3_tier(view, h.spec(), url=f"s3://{bucket}/team/kv",
+                           endpoint_url=proxy.url, data_path="crt")
+        try:
+            assert h.lookup(faulty, ks) == [LookupResult.HIT] * 4
+            result = h.run(faulty, h.job(ks, range(4), load=True))
+        finally:
+            faulty.shutdown()
+    assert not result.success
+    assert set(result.successful_keys or ()) == {ks[1], ks[3]}
+    for i in (1, 3):
+        assert np.array_equal(rows[i], array[i])
+    for i in (0, 2):
+        assert set(np.unique(rows[i]).tolist()) <= {0, SENTINEL}
+    assert {f for _, _, f in proxy.injected} == {"reset", "503"}
