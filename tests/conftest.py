@@ -318,7 +318,8 @@ def _trace() -> list[dict[str, Any]]:
     return [json.loads(line) for line in TRACE_FILE.read_text().splitlines() if line]
 
 
-PROOF_BUCKET, PROOF_PEER, PROOF_PREFIX = "s3kv-proof-cache", "s3kv-proof-peer", "team/kv"
+# the bucket, peer and prefix tests/terraform renders its policies for
+PROOF_BUCKET, PROOF_PEER, PROOF_PREFIX = "s3kv-proof-cache", "s3kv-proof-peer", "teams/kv"
 
 
 def _canonical(key: str) -> str | None:
@@ -331,6 +332,13 @@ def _canonical(key: str) -> str | None:
         return None
     root = f"{PROOF_PREFIX}//" if parsed.style == "vllm-obj" else f"{PROOF_PREFIX}/"
     return root + parsed.relative_path
+
+
+def _nothing_recorded(what: str) -> None:
+    message = f"no {what} were recorded: run the functional tests in the same session"
+    if os.environ.get("CI"):
+        pytest.fail(message)  # CI runs the whole suite: an empty trace is a bug
+    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")
@@ -363,7 +371,7 @@ def recorded_s3_operations() -> set[tuple[str, ...]]:
         else:
             ops.add((op, PROOF_BUCKET, ""))
     if not ops:
-        pytest.fail("no S3 operations were recorded: run the functional tests in this session")
+        _nothing_recorded("S3 operations")
     return ops
 
 
@@ -378,5 +386,5 @@ def written_s3_objects() -> list[tuple[str, dict[str, str], int]]:
         if canonical is not None:
             objects.append((canonical, r.get("tags", {}), int(r.get("size", 0))))
     if not objects:
-        pytest.fail("no objects were recorded: run the functional tests in this session")
+        _nothing_recorded("objects")
     return objects

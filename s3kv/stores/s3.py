@@ -9,23 +9,20 @@ middle of a body that botocore cannot retry.
 from __future__ import annotations
 
 import http.client
-import json
-import os
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import quote
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from botocore.utils import determine_content_length
 
 from s3kv.errors import SizeMismatchError, TransientStoreError
 from s3kv.integrity import METADATA_KEY, Buffer, Checksum
 from s3kv.settings import S3Settings
 from s3kv.stores.base import MultipartUpload, ObjectInfo, PutOptions, Store
 from s3kv.stores.errors import is_already_exists, translated
+from s3kv.stores.trace import trace_botocore, trace_enabled
 
 DELETE_BATCH = 1000
 """S3's limit of keys per DeleteObjects request."""
@@ -65,54 +62,8 @@ def make_client(settings: S3Settings) -> Any:
         "s3", endpoint_url=settings.endpoint_url, config=config, verify=verify, **kwargs
     )
     if trace_enabled():
-        client.meta.events.register("before-parameter-build.s3", _trace_botocore)
+        client.meta.events.register("before-parameter-build.s3", trace_botocore)
     return client
-
-
-TRACE_ENV = "S3KV_TRACE_FILE"
-"""Append one JSON line per S3 request (operation, bucket, key or prefix, tags, size) to
-this file: what to grant a least-privilege policy, and what the test suite checks the
-Terraform policies against."""
-
-
-_trace_lock = threading.Lock()
-
-
-def trace_enabled() -> bool:
-    return bool(os.environ.get(TRACE_ENV))
-
-
-def trace(record: dict[str, Any]) -> None:
-    """Append one request record to ``$S3KV_TRACE_FILE``."""
-    path = os.environ.get(TRACE_ENV)
-    if not path:
-        return
-    line = json.dumps(record, default=str) + "\n"
-    with _trace_lock, open(path, "a", encoding="utf-8") as f:
-        f.write(line)
-
-
-def _trace_botocore(params: dict[str, Any], model: Any, **_: Any) -> None:
-    record: dict[str, Any] = {"op": model.name, "bucket": params.get("Bucket", "")}
-    for name in ("Key", "Prefix"):
-        if name in params:
-            record[name.lower()] = params[name]
-    source = params.get("CopySource")
-    if isinstance(source, str):  # botocore has already encoded it as "bucket/key"
-        bucket, _, key = unquote(source.split("?", 1)[0]).lstrip("/").partition("/")
-        source = {"Bucket": bucket, "Key": key}
-    if source is not None:
-        record["copy_source"] = source
-    tagging = params.get("Tagging")
-    if isinstance(tagging, str):
-        record["tags"] = dict(parse_qsl(tagging))
-    elif isinstance(tagging, dict):
-        record["tags"] = {t["Key"]: t["Value"] for t in tagging.get("TagSet", ())}
-    if "Body" in params:
-        record["size"] = determine_content_length(params["Body"])
-    if "Delete" in params:
-        record["keys"] = [o["Key"] for o in params["Delete"].get("Objects", ())]
-    trace(record)
 
 
 class S3Store(Store):

@@ -35,7 +35,8 @@ from s3kv.errors import (
 from s3kv.integrity import METADATA_KEY, Buffer, Checksum
 from s3kv.settings import S3Settings
 from s3kv.stores.base import ObjectInfo, PutOptions
-from s3kv.stores.s3 import S3Store, trace, trace_enabled
+from s3kv.stores.s3 import S3Store
+from s3kv.stores.trace import trace, trace_enabled
 
 _META_HEADER = f"x-amz-meta-{METADATA_KEY}"
 _CHECKSUM_HEADERS = {
