@@ -111,7 +111,8 @@ def embedded_s3() -> Iterator[str]:
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=log,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -9,6 +9,7 @@ from typing import Any
 
 from s3kv import integrity
 from s3kv.errors import (
+    ChecksumMismatchError,
     IntegrityError,
     InvalidInputError,
     ManifestMismatchError,
@@ -16,12 +17,15 @@ from s3kv.errors import (
     ObjectNotFoundError,
     S3KVError,
     SizeMismatchError,
+    TransientStoreError,
 )
 from s3kv.jobs import BlockResult, TransferJob
 from s3kv.lookup import LookupStats, PresenceCache, prefix_length
 from s3kv.namespace import Namespace
+from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
+from s3kv.stores import ObjectInfo
 from s3kv.transfer import Transfer, as_bytes_view, offload_key_of
 
 INTEGRITY_RETRIES = 1
@@ -163,6 +167,17 @@ class Downloader(Transfer):
                     "buffer per key"
                 )
             buffers = [as_bytes_view(b, k, writable=True) for k, b in zip(offload_keys, into)]
+        if into is not None and all(
+            b is not None and self.store.can_submit(len(b)) for b in buffers
+        ):
+            attempts = [_GetAttempt(self, k, b) for k, b in zip(offload_keys, buffers) if b]
+            return PipelinedJob(
+                "download",
+                attempts,
+                window=self.concurrency,
+                settings=self.settings,
+                on_done=on_done,
+            )
         tasks = [(k, self._task(k, b)) for k, b in zip(offload_keys, buffers)]
         return TransferJob(
             "download", self.executor, tasks, parallelism=self.parallelism, on_done=on_done
@@ -240,3 +255,49 @@ def _zero(buffer: memoryview | None) -> None:
     if buffer is None or len(buffer) == 0:
         return
     ctypes.memset((ctypes.c_char * len(buffer)).from_buffer(buffer), 0, len(buffer))
+
+
+class _GetAttempt:
+    """One block's GET into its buffer on a store that submits without blocking."""
+
+    __slots__ = ("buffer", "downloader", "key", "object_key", "rereads", "where")
+
+    def __init__(self, downloader: Downloader, key: bytes, buffer: memoryview) -> None:
+        self.downloader, self.key, self.buffer = downloader, key, buffer
+        self.object_key = downloader.keys.key_for(key)
+        self.where = downloader.url_for(self.object_key)
+        self.rereads = 0
+
+    def start(self, done: Done) -> None:
+        down, key = self.downloader, self.key
+
+        def finished(info: ObjectInfo | None, error: BaseException | None) -> None:
+            if isinstance(error, ObjectNotFoundError):
+                down.presence.forget(self.object_key)
+                done(BlockResult(key, "missing"), None)
+            elif isinstance(error, SizeMismatchError):
+                done(BlockResult(key, "failed", reason=str(error)), None)
+            elif error is not None or info is None:
+                done(None, error)  # the job retries transient errors, then give_up()
+            else:
+                try:
+                    if info.checksum is not None:
+                        integrity.verify(info.checksum, self.buffer, where=self.where)
+                except ChecksumMismatchError as exc:
+                    if self.rereads < INTEGRITY_RETRIES:  # may have been damaged in flight
+                        self.rereads += 1
+                        done(None, TransientStoreError(str(exc)))
+                    else:
+                        done(self.give_up(str(exc)), None)
+                    return
+                down.presence.put(self.object_key, True)
+                done(
+                    BlockResult(key, "done", nbytes=info.size, verified=info.checksum is not None),
+                    None,
+                )
+
+        down.store.submit_get_into(self.object_key, self.buffer, finished)
+
+    def give_up(self, reason: str) -> BlockResult:
+        _zero(self.buffer)  # no partial or corrupt block may be mistaken for data
+        return BlockResult(self.key, "failed", reason=reason)

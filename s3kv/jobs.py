@@ -47,18 +47,10 @@ class TransferJob:
         parallelism: int,
         on_done: Callable[[TransferJob], None] | None = None,
     ) -> None:
-        self.operation = operation
-        self._started = time.perf_counter()
-        self._cancel = threading.Event()
-        self._lock = threading.Lock()
-        self._finished = threading.Event()
-        self._results: list[BlockResult] = []
+        self._init_state(operation, on_done)
         self._queue = deque(tasks)
-        self._report: TransferReport | None = None
-        self._on_done = on_done
         workers = min(len(tasks), max(1, parallelism))
         self._workers_left = workers
-        self._futures: list[Future[None]] = []
         if not tasks:
             self._finish()
             return
@@ -66,6 +58,21 @@ class TransferJob:
             future = executor.submit(self._work)
             self._futures.append(future)
             future.add_done_callback(self._worker_done)
+
+    def _init_state(
+        self,
+        operation: Literal["upload", "download"],
+        on_done: Callable[[TransferJob], None] | None,
+    ) -> None:
+        self.operation = operation
+        self._started = time.perf_counter()
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._finished = threading.Event()
+        self._results: list[BlockResult] = []
+        self._report: TransferReport | None = None
+        self._on_done = on_done
+        self._futures: list[Future[None]] = []
 
     def _work(self) -> None:
         queue, results = self._queue, self._results

@@ -55,8 +55,7 @@ class Transfer:
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
-                    self.parallelism,
-                    thread_name_prefix=f"s3kv-{type(self).__name__.lower()}"
+                    self.parallelism, thread_name_prefix=f"s3kv-{type(self).__name__.lower()}"
                 )
             return self._executor
 

@@ -9,6 +9,7 @@ from typing import Any
 from s3kv import integrity
 from s3kv.errors import NamespaceConflictError
 from s3kv.jobs import BlockResult, TransferJob
+from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
 from s3kv.stores import PutOptions
@@ -76,12 +77,21 @@ class Uploader(Transfer):
         keep them unchanged until the job is done. ``on_done(job)`` runs once, on the
         thread that finished the last block, after the report is ready.
         """
-        tasks = []
+        blocks = []
         for block, buffer in pairs_of(items):
             key = offload_key_of(block)
-            view = as_bytes_view(buffer, key, writable=False)
-            tasks.append((key, self._task(key, view)))
+            blocks.append((key, as_bytes_view(buffer, key, writable=False)))
         self.ensure_manifest()
+        if all(self.store.can_submit(len(view)) for _, view in blocks):
+            attempts = [_PutAttempt(self, key, view) for key, view in blocks]
+            return PipelinedJob(
+                "upload",
+                attempts,
+                window=self.concurrency,
+                settings=self.settings,
+                on_done=on_done,
+            )
+        tasks = [(key, self._task(key, view)) for key, view in blocks]
         return TransferJob(
             "upload", self.executor, tasks, parallelism=self.parallelism, on_done=on_done
         )
@@ -105,3 +115,34 @@ class Uploader(Transfer):
             return BlockResult(key, "already_present")
 
         return run
+
+
+class _PutAttempt:
+    """One block's create-only PUT on a store that submits without blocking."""
+
+    __slots__ = ("key", "object_key", "uploader", "view")
+
+    def __init__(self, uploader: Uploader, key: bytes, view: memoryview) -> None:
+        self.uploader, self.key, self.view = uploader, key, view
+        self.object_key = uploader.keys.key_for(key)
+
+    def start(self, done: Done) -> None:
+        up, key, size = self.uploader, self.key, len(self.view)
+        options = PutOptions(
+            create_only=True,
+            checksum=integrity.compute(up.settings.checksum, self.view),
+            tags=BLOCK_TAGS,
+        )
+
+        def finished(created: bool | None, error: BaseException | None) -> None:
+            if error is not None:
+                done(None, error)
+            elif created:
+                done(BlockResult(key, "done", nbytes=size), None)
+            else:
+                done(BlockResult(key, "already_present"), None)
+
+        up.store.submit_put(self.object_key, self.view, options, finished)
+
+    def give_up(self, reason: str) -> BlockResult:
+        return BlockResult(self.key, "failed", reason=reason)

@@ -53,5 +53,6 @@ def run(args: argparse.Namespace) -> int:
         region=args.source_region,
         profile=args.source_profile,
     )
-    return run_sync(args, source, destination, settings, source_settings=source_settings,
-                    label="cp")
+    return run_sync(
+        args, source, destination, settings, source_settings=source_settings, label="cp"
+    )

@@ -48,17 +48,32 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.blocks <= 4096:
         raise InvalidInputError(f"--blocks {args.blocks}: give 1 to 4096")
     say = (lambda line: print(line, file=sys.stderr)) if args.json else print
-    report = run_demo(settings_from_args(args), bucket=args.bucket, prefix=args.prefix,
-                      blocks=args.blocks, say=say)
+    report = run_demo(
+        settings_from_args(args),
+        bucket=args.bucket,
+        prefix=args.prefix,
+        blocks=args.blocks,
+        say=say,
+    )
     if args.json:
-        print(json.dumps({
-            "endpoint": report.endpoint, "embedded": report.embedded,
-            "location": report.location, "blocks": report.blocks,
-            "block_bytes": report.block_bytes, "identical": report.identical,
-            "push_seconds": report.push.seconds, "pull_seconds": report.pull.seconds,
-            "verify_findings": sum(report.verify.counts.values()),
-            "seconds": report.seconds,
-        }, indent=2, sort_keys=True))
+        print(
+            json.dumps(
+                {
+                    "endpoint": report.endpoint,
+                    "embedded": report.embedded,
+                    "location": report.location,
+                    "blocks": report.blocks,
+                    "block_bytes": report.block_bytes,
+                    "identical": report.identical,
+                    "push_seconds": report.push.seconds,
+                    "pull_seconds": report.pull.seconds,
+                    "verify_findings": sum(report.verify.counts.values()),
+                    "seconds": report.seconds,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
     ok = report.identical and report.push.ok and report.pull.ok and report.verify.ok
     summary(
         f"demo: {'OK' if ok else 'FAILED'}: {report.blocks} blocks of 2 MiB pushed, listed, "

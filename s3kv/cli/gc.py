@@ -43,15 +43,30 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("location", metavar="LOCATION", help="s3://bucket/prefix or a directory")
-    parser.add_argument("--older-than", type=flag_type(parse_duration), metavar="DURATION",
-                        help="delete blocks last written longer ago, e.g. 7d")
-    parser.add_argument("--max-bytes", type=flag_type(parse_size), metavar="SIZE",
-                        help="delete oldest blocks until the rest fit, e.g. 500GiB")
-    parser.add_argument("--abort-uploads-older-than", type=flag_type(parse_duration),
-                        metavar="DURATION", default=DEFAULT_UPLOADS_OLDER_THAN,
-                        help="abort incomplete multipart uploads older than this; default 1d")
-    parser.add_argument("--delete-empty-manifests", action="store_true",
-                        help="delete manifests of namespaces with no block left")
+    parser.add_argument(
+        "--older-than",
+        type=flag_type(parse_duration),
+        metavar="DURATION",
+        help="delete blocks last written longer ago, e.g. 7d",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=flag_type(parse_size),
+        metavar="SIZE",
+        help="delete oldest blocks until the rest fit, e.g. 500GiB",
+    )
+    parser.add_argument(
+        "--abort-uploads-older-than",
+        type=flag_type(parse_duration),
+        metavar="DURATION",
+        default=DEFAULT_UPLOADS_OLDER_THAN,
+        help="abort incomplete multipart uploads older than this; default 1d",
+    )
+    parser.add_argument(
+        "--delete-empty-manifests",
+        action="store_true",
+        help="delete manifests of namespaces with no block left",
+    )
     parser.add_argument("--dry-run", action="store_true", help="show what would be deleted")
     # For tests and reproducible runs: evaluate ages as of this ISO-8601 time.
     parser.add_argument("--now", type=flag_type(_parse_now), help=argparse.SUPPRESS)

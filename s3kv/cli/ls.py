@@ -41,22 +41,43 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(asdict(inv), indent=2, sort_keys=True, default=str))
     else:
-        header = ("FOLDER", "MODEL", "DTYPE", "TP/PP/PCP/DCP", "RANKS", "BLOCKS", "BYTES",
-                  "OLDEST", "NEWEST", "MANIFEST")
+        header = (
+            "FOLDER",
+            "MODEL",
+            "DTYPE",
+            "TP/PP/PCP/DCP",
+            "RANKS",
+            "BLOCKS",
+            "BYTES",
+            "OLDEST",
+            "NEWEST",
+            "MANIFEST",
+        )
         rows = [header]
         for n in inv.namespaces:
-            sizes = "/".join(str(x) if x is not None else "?"
-                             for x in (n.tp_size, n.pp_size, n.pcp_size, n.dcp_size))
-            manifest = "yes" if n.manifest and not n.manifest_problem else (
-                "BAD" if n.manifest else "none")
-            rows.append((
-                f"{n.prefix}/{n.folder}" if n.prefix else n.folder,
-                n.model, n.dtype or "?", sizes, ",".join(map(str, n.ranks)) or "-",
-                str(n.blocks), format_bytes(n.bytes),
-                n.oldest.strftime("%Y-%m-%d %H:%M") if n.oldest else "-",
-                n.newest.strftime("%Y-%m-%d %H:%M") if n.newest else "-",
-                manifest,
-            ))
+            sizes = "/".join(
+                str(x) if x is not None else "?"
+                for x in (n.tp_size, n.pp_size, n.pcp_size, n.dcp_size)
+            )
+            manifest = (
+                "yes"
+                if n.manifest and not n.manifest_problem
+                else ("BAD" if n.manifest else "none")
+            )
+            rows.append(
+                (
+                    f"{n.prefix}/{n.folder}" if n.prefix else n.folder,
+                    n.model,
+                    n.dtype or "?",
+                    sizes,
+                    ",".join(map(str, n.ranks)) or "-",
+                    str(n.blocks),
+                    format_bytes(n.bytes),
+                    n.oldest.strftime("%Y-%m-%d %H:%M") if n.oldest else "-",
+                    n.newest.strftime("%Y-%m-%d %H:%M") if n.newest else "-",
+                    manifest,
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         for row in rows:
             print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

@@ -19,14 +19,18 @@ EXIT_OK, EXIT_FINDINGS = 0, 1
 
 def add_sync_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--namespace", action="append", default=[], metavar="FOLDER|DIGEST",
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="FOLDER|DIGEST",
         help="only this namespace (its folder name or 12-hex digest); repeatable",
     )
     parser.add_argument(
         "--rank", action="append", default=[], type=int, help="only blocks of this rank; repeatable"
     )
     parser.add_argument(
-        "--allow-missing-manifest", action="store_true",
+        "--allow-missing-manifest",
+        action="store_true",
         help="copy blocks of namespaces that have no config.json (vLLM's object-store tier)",
     )
     parser.add_argument("--dry-run", action="store_true", help="show what would be copied")
@@ -52,8 +56,14 @@ def run_sync(
     )
     progress = Progress(label)
     try:
-        report = sync(source, destination, settings=settings, source_settings=source_settings,
-                      options=options, on_progress=progress)
+        report = sync(
+            source,
+            destination,
+            settings=settings,
+            source_settings=source_settings,
+            options=options,
+            on_progress=progress,
+        )
     finally:
         progress.close()
     if args.json:
@@ -72,8 +82,10 @@ def report_dict(report: SyncReport) -> dict[str, Any]:
 
 def print_report(report: SyncReport) -> None:
     for ns in report.namespaces:
-        line = (f"{ns.folder}: manifest {ns.manifest}; {ns.copied} copied, "
-                f"{ns.already_present} already present, {ns.failed} failed")
+        line = (
+            f"{ns.folder}: manifest {ns.manifest}; {ns.copied} copied, "
+            f"{ns.already_present} already present, {ns.failed} failed"
+        )
         if ns.skipped:
             line += f", {ns.skipped} left out"
         print(line)

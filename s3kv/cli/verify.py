@@ -45,8 +45,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = verify(args.location, settings=settings_from_args(args), deep=args.deep,
-                    concurrency=args.concurrency)
+    report = verify(
+        args.location,
+        settings=settings_from_args(args),
+        deep=args.deep,
+        concurrency=args.concurrency,
+    )
     if args.json:
         data = asdict(report)
         data["ok"] = report.ok
@@ -56,8 +60,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"{finding.kind}: {finding.key!r}: {finding.message}")
     found = sum(report.counts.values())
     detail = ", ".join(f"{n} {kind}" for kind, n in sorted(report.counts.items()))
-    deep = (f"; {report.blocks_read} read ({format_bytes(report.bytes_read)}), "
-            f"{report.unverified} without checksum") if report.deep else ""
+    deep = (
+        (
+            f"; {report.blocks_read} read ({format_bytes(report.bytes_read)}), "
+            f"{report.unverified} without checksum"
+        )
+        if report.deep
+        else ""
+    )
     summary(
         f"verify: {report.namespaces} namespaces, {report.blocks} blocks{deep}; "
         f"{found} findings{': ' + detail if detail else ''} in {report.seconds:.2f}s "

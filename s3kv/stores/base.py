@@ -8,7 +8,7 @@ failures is the caller's job (see :mod:`s3kv.retry`), so a store never hides one
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -86,6 +86,29 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def delete_many(self, keys: Sequence[str]) -> dict[str, str]:
         """Delete keys (in batches of up to 1,000); returns ``{key: reason}`` of failures."""
+
+    def can_submit(self, size: int) -> bool:
+        """Whether ``submit_put``/``submit_get_into`` take a block of ``size`` bytes."""
+        return False
+
+    def submit_put(
+        self,
+        key: str,
+        data: memoryview,
+        options: PutOptions,
+        done: Callable[[bool | None, BaseException | None], None],
+    ) -> None:
+        """Start :meth:`put` without blocking; ``done(created, error)`` runs later."""
+        raise NotImplementedError
+
+    def submit_get_into(
+        self,
+        key: str,
+        buffer: memoryview,
+        done: Callable[[ObjectInfo | None, BaseException | None], None],
+    ) -> None:
+        """Start :meth:`get_into` without blocking; ``done(info, error)`` runs later."""
+        raise NotImplementedError
 
     def copy_from(self, source: Store, source_key: str, key: str) -> bool:
         """Server-side copy when both stores share an endpoint; False if not possible."""

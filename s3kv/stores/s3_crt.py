@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -39,6 +40,9 @@ from s3kv.stores.s3 import S3Store
 from s3kv.stores.trace import trace, trace_enabled
 
 _META_HEADER = f"x-amz-meta-{METADATA_KEY}"
+
+PutDone = Callable[[bool | None, BaseException | None], None]
+GetDone = Callable[[ObjectInfo | None, BaseException | None], None]
 _CHECKSUM_HEADERS = {
     "crc32c": "x-amz-checksum-crc32c",
     "crc32": "x-amz-checksum-crc32",
@@ -112,7 +116,7 @@ class CrtS3Store(S3Store):
     def _target(self, key: str) -> str:
         return f"{self._path}/{quote(key, safe='/~')}"
 
-    def _request(
+    def _start(
         self,
         method: str,
         key: str,
@@ -123,36 +127,69 @@ class CrtS3Store(S3Store):
         on_headers: Callable[..., None] | None = None,
         on_body: Callable[..., None] | None = None,
         kind: Any = s3.S3RequestType.DEFAULT,
-    ) -> None:
+    ) -> Future[None]:
+        """Start a request; its future fails with awscrt's error (see :func:`_error`)."""
         fields = [("Host", self._host), *(headers or [])]
         if body is not None:
             fields.append(("Content-Length", str(len(body))))
         request = http.HttpRequest(
             method, self._target(key), http.HttpHeaders(fields), _Reader(body) if body else None
         )
-        where = self._where(key)
+        meta = self._crt.make_request(
+            type=kind,
+            request=request,
+            operation_name=operation if kind == s3.S3RequestType.DEFAULT else None,
+            on_headers=on_headers,
+            on_body=on_body,
+        )
+        future: Future[None] = meta.finished_future
+        return future
+
+    def _request(self, method: str, key: str, operation: str, **kwargs: Any) -> None:
         try:
-            meta = self._crt.make_request(
-                type=kind,
-                request=request,
-                operation_name=operation if kind == s3.S3RequestType.DEFAULT else None,
-                on_headers=on_headers,
-                on_body=on_body,
-            )
-            meta.finished_future.result(self.settings.read_timeout_seconds * 4)
-        except s3.S3ResponseError as exc:
-            raise _translate(exc, method, where) from exc
-        except AwsCrtError as exc:
-            raise TransientStoreError(f"{method} {where}: {exc.name}: {exc.message}") from exc
+            future = self._start(method, key, operation, **kwargs)
+            future.result(self.settings.read_timeout_seconds * 4)
         except TimeoutError as exc:
-            raise TransientStoreError(f"{method} {where}: no answer in time") from exc
+            raise TransientStoreError(f"{method} {self._where(key)}: no answer in time") from exc
+        except Exception as exc:
+            raise _error(exc, method, self._where(key)) from exc
 
     # -- blocks -------------------------------------------------------------------------
 
     def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
         view = memoryview(data).cast("B")
-        if len(view) >= self.settings.multipart_threshold_bytes or not len(view):
+        if not self.can_submit(len(view)):
             return super().put(key, view, options)
+        try:
+            self._request("PUT", key, "PutObject", **self._put_request(key, view, options))
+        except _AlreadyExists:
+            return False
+        return True
+
+    def can_submit(self, size: int) -> bool:
+        """Whether a block of ``size`` bytes goes through awscrt (single-part, non-empty)."""
+        return 0 < size < self.settings.multipart_threshold_bytes
+
+    def submit_put(self, key: str, data: memoryview, options: PutOptions, done: PutDone) -> None:
+        """Start a create-only PUT; ``done(created, None)`` or ``done(None, error)`` later,
+        from an awscrt thread. Only for sizes :meth:`can_submit` accepts."""
+        where = self._where(key)
+        future = self._start("PUT", key, "PutObject", **self._put_request(key, data, options))
+
+        def finished(f: Future[None]) -> None:
+            exc = f.exception()
+            if exc is None:
+                done(True, None)
+                return
+            err = _error(exc, "PUT", where)
+            if isinstance(err, _AlreadyExists):
+                done(False, None)
+            else:
+                done(None, err)
+
+        future.add_done_callback(finished)
+
+    def _put_request(self, key: str, view: memoryview, options: PutOptions) -> dict[str, Any]:
         headers: list[tuple[str, str]] = []
         if options.create_only:
             headers.append(("If-None-Match", "*"))
@@ -167,26 +204,43 @@ class CrtS3Store(S3Store):
             if tagging:
                 record["tags"] = dict(options.tags)
             trace({**record, "size": len(view)})
-        try:
-            # PUT_OBJECT signs with an unsigned payload (DEFAULT would sha256 the body);
-            # s3kv's own checksum header covers the bytes.
-            self._request(
-                "PUT",
-                key,
-                "PutObject",
-                headers=headers,
-                body=view,
-                kind=s3.S3RequestType.PUT_OBJECT,
-            )
-        except _AlreadyExists:
-            return False
-        return True
+        # PUT_OBJECT signs with an unsigned payload (DEFAULT would sha256 the body);
+        # s3kv's own checksum header covers the bytes.
+        return {"headers": headers, "body": view, "kind": s3.S3RequestType.PUT_OBJECT}
 
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
+        answer, callbacks = self._into(key, buffer)
+        self._request("GET", key, "GetObject", **callbacks)
+        return answer.check(len(buffer), self._where(key))
+
+    def submit_get_into(self, key: str, buffer: memoryview, done: GetDone) -> None:
+        """Start a GET into ``buffer``; ``done(info, None)`` or ``done(None, error)`` later,
+        from an awscrt thread (size checked first, as :meth:`get_into`)."""
+        where = self._where(key)
+        answer, callbacks = self._into(key, buffer)
+        future = self._start("GET", key, "GetObject", **callbacks)
+
+        def finished(f: Future[None]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                done(None, _error(exc, "GET", where))
+                return
+            try:
+                info = answer.check(len(buffer), where)
+            except StoreError as err:
+                done(None, err)
+                return
+            except SizeMismatchError as err:
+                done(None, err)
+                return
+            done(info, None)
+
+        future.add_done_callback(finished)
+
+    def _into(self, key: str, buffer: memoryview) -> tuple[_Answer, dict[str, Any]]:
         if self._trace:
             trace({"op": "GetObject", "bucket": self.bucket, "key": key})
         answer = _Answer(key)
-        where = self._where(key)
 
         def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
             answer.read(status_code, headers)
@@ -198,17 +252,7 @@ class CrtS3Store(S3Store):
                 buffer[offset : offset + len(chunk)] = chunk
                 answer.received += len(chunk)
 
-        self._request("GET", key, "GetObject", on_headers=on_headers, on_body=on_body)
-        if answer.wrong_size:
-            raise SizeMismatchError(
-                f"GET {where}: object is {answer.size} bytes, expected {len(buffer)} "
-                "(a truncated or foreign object, or a buffer of the wrong size)"
-            )
-        if answer.received != len(buffer):
-            raise TransientStoreError(
-                f"GET {where}: connection closed after {answer.received} of {len(buffer)} bytes"
-            )
-        return answer.info()
+        return answer, {"on_headers": on_headers, "on_body": on_body}
 
     def get(self, key: str) -> tuple[bytes, ObjectInfo]:
         if self._trace:
@@ -279,6 +323,19 @@ class _Answer:
     def info(self) -> ObjectInfo:
         return ObjectInfo(key=self.key, size=self.size, checksum=self.checksum, etag=self.etag)
 
+    def check(self, expected: int, where: str) -> ObjectInfo:
+        """The object's info once a GET into an ``expected``-byte buffer finished."""
+        if self.wrong_size:
+            raise SizeMismatchError(
+                f"GET {where}: object is {self.size} bytes, expected {expected} "
+                "(a truncated or foreign object, or a buffer of the wrong size)"
+            )
+        if self.received != expected:
+            raise TransientStoreError(
+                f"GET {where}: connection closed after {self.received} of {expected} bytes"
+            )
+        return self.info()
+
 
 def _provider(credentials: Any) -> auth.AwsCredentialsProvider:
     """The credentials boto3's chain found, for awscrt's signer.
@@ -305,6 +362,17 @@ def _provider(credentials: Any) -> auth.AwsCredentialsProvider:
         return auth.AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token)
 
     return auth.AwsCredentialsProvider.new_delegate(get)
+
+
+def _error(exc: BaseException, method: str, where: str) -> BaseException:
+    """An s3kv error for what awscrt raised (anything else is returned as it is)."""
+    if isinstance(exc, s3.S3ResponseError):
+        return _translate(exc, method, where)
+    if isinstance(exc, AwsCrtError):
+        return TransientStoreError(f"{method} {where}: {exc.name}: {exc.message}")
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return TransientStoreError(f"{method} {where}: {exc}")
+    return exc
 
 
 def _translate(exc: s3.S3ResponseError, method: str, where: str) -> StoreError:

@@ -112,8 +112,13 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             rows, self.block_size_bytes, self.uploader, self.downloader, on_finished=self._remember
         )
         self._lookup_manager = S3AsyncLookupManager(prober, tier_type)
-        logger.info("s3kv tier %r: %s (%s keys, folder %s)", tier_type, location.url, style,
-                    self.namespace.folder)
+        logger.info(
+            "s3kv tier %r: %s (%s keys, folder %s)",
+            tier_type,
+            location.url,
+            style,
+            self.namespace.folder,
+        )
 
     # -- lookups ------------------------------------------------------------------------
 
@@ -158,8 +163,11 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         success = len(ok) == len(keys)
         if not job.is_promotion:
             if self.events is not None and ok:
-                self.events.append(OffloadingEvent(keys=list(ok), medium=self.medium,
-                                                   removed=False, locality=self.locality))
+                self.events.append(
+                    OffloadingEvent(
+                        keys=list(ok), medium=self.medium, removed=False, locality=self.locality
+                    )
+                )
             return JobResult(job.job_id, success, None, seconds, nbytes)
         if success:
             return JobResult(job.job_id, True, None, seconds, nbytes)
@@ -178,8 +186,12 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             why = "; ".join(f"{k.hex()}: {r}" for k, r in list(report.failed.items())[:3])
             logger.warning(
                 "s3kv tier: %s job %s: %d of %d blocks failed, %d missing%s",
-                "load" if job.is_promotion else "store", job.job_id, len(report.failed),
-                report.count, len(report.missing), f" ({why})" if why else "",
+                "load" if job.is_promotion else "store",
+                job.job_id,
+                len(report.failed),
+                report.count,
+                len(report.missing),
+                f" ({why})" if why else "",
             )
         if not job.is_promotion:
             for key in report.done + report.already_present:
