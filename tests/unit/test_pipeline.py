@@ -1,0 +1,89 @@
+"""PipelinedJob: the window, retries, give-up and cancel, with attempts that finish later
+on other threads (as awscrt's completions do)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from s3kv import S3Settings, TransientStoreError
+from s3kv.errors import ObjectNotFoundError
+from s3kv.jobs import BlockResult
+from s3kv.pipeline import Done, PipelinedJob
+
+pytestmark = pytest.mark.unit
+
+SETTINGS = S3Settings.resolve({}, max_attempts=4, backoff_base_seconds=0.001)
+
+
+class Fake:
+    """Fails transiently ``failures`` times, then stores; counts concurrency."""
+
+    live = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def __init__(self, key: bytes, failures: int = 0, error: BaseException | None = None):
+        self.key, self.failures, self.error = key, failures, error
+        self.starts = 0
+        self.gave_up: str | None = None
+
+    def start(self, done: Done) -> None:
+        self.starts += 1
+        with Fake.lock:
+            Fake.live += 1
+            Fake.peak = max(Fake.peak, Fake.live)
+
+        def finish() -> None:
+            with Fake.lock:
+                Fake.live -= 1
+            if self.error is not None:
+                done(None, self.error)
+            elif self.starts <= self.failures:
+                done(None, TransientStoreError("503 SlowDown"))
+            else:
+                done(BlockResult(self.key, "done", nbytes=1), None)
+
+        threading.Timer(0.002, finish).start()
+
+    def give_up(self, reason: str) -> BlockResult:
+        self.gave_up = reason
+        return BlockResult(self.key, "failed", reason=reason)
+
+
+def test_window_bounds_requests_in_flight_and_all_finish() -> None:
+    Fake.peak = 0
+    attempts = [Fake(bytes([i]) * 8) for i in range(60)]
+    report = PipelinedJob("upload", attempts, window=5, settings=SETTINGS).wait(30)
+    assert report.ok and len(report.done) == 60
+    assert 1 < Fake.peak <= 5
+
+
+def test_transient_failures_are_retried_then_given_up() -> None:
+    flaky, hopeless = Fake(b"a" * 8, failures=2), Fake(b"b" * 8, failures=99)
+    report = PipelinedJob("upload", [flaky, hopeless], window=4, settings=SETTINGS).wait(30)
+    assert report.done == (flaky.key,) and flaky.starts == 3
+    assert hopeless.starts == SETTINGS.max_attempts
+    assert "gave up after 4 attempts" in report.failed[hopeless.key] == hopeless.gave_up
+
+
+def test_other_errors_fail_at_once() -> None:
+    gone = Fake(b"c" * 8, error=ObjectNotFoundError("no such object"))
+    report = PipelinedJob("download", [gone], window=1, settings=SETTINGS).wait(30)
+    assert gone.starts == 1 and report.failed[gone.key] == "no such object"
+
+
+def test_cancel_fails_what_has_not_started() -> None:
+    attempts = [Fake(bytes([i]) * 8) for i in range(200)]
+    job = PipelinedJob("upload", attempts, window=2, settings=SETTINGS)
+    job.cancel()
+    report = job.wait(30)
+    assert report.count == 200
+    assert set(report.failed.values()) == {"cancelled"} and len(report.done) < 200
+    assert all(a.starts == 0 for a in attempts if a.key in report.failed)
+
+
+def test_empty_batch_is_done_at_once() -> None:
+    job = PipelinedJob("upload", [], window=3, settings=SETTINGS)
+    assert job.done() and job.wait(0).ok
