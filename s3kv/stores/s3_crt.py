@@ -41,6 +41,9 @@ from s3kv.stores.trace import trace, trace_enabled
 
 _META_HEADER = f"x-amz-meta-{METADATA_KEY}"
 
+GET_PART_BYTES = 8 * 1024 * 1024
+"""awscrt's part size: its buffer pool holds one per request in flight."""
+
 PutDone = Callable[[bool | None, BaseException | None], None]
 GetDone = Callable[[ObjectInfo | None, BaseException | None], None]
 _CHECKSUM_HEADERS = {
@@ -102,8 +105,10 @@ class CrtS3Store(S3Store):
             region=region,
             tls_mode=s3.S3RequestTlsMode.ENABLED if tls else s3.S3RequestTlsMode.DISABLED,
             credential_provider=_provider(credentials),
-            # Single-part only: larger objects go to boto3's multipart path.
-            part_size=max(settings.multipart_threshold_bytes, 8 * 1024 * 1024),
+            # GETs of blocks up to part_size arrive in one piece (one Python callback, one
+            # copy into the caller's buffer). PUTs stay single-part: larger objects go to
+            # boto3's multipart path.
+            part_size=GET_PART_BYTES,
             multipart_upload_threshold=settings.multipart_threshold_bytes + 1,
             max_active_connections_override=settings.concurrency,
             # One quick retry inside awscrt; s3kv.retry owns backoff and the deadline.
@@ -252,7 +257,11 @@ class CrtS3Store(S3Store):
                 buffer[offset : offset + len(chunk)] = chunk
                 answer.received += len(chunk)
 
-        return answer, {"on_headers": on_headers, "on_body": on_body}
+        return answer, {
+            "on_headers": on_headers,
+            "on_body": on_body,
+            "kind": s3.S3RequestType.GET_OBJECT,
+        }
 
     def get(self, key: str) -> tuple[bytes, ObjectInfo]:
         if self._trace:
@@ -266,7 +275,14 @@ class CrtS3Store(S3Store):
         def on_body(chunk: bytes, offset: int, **_: Any) -> None:
             chunks.append(chunk)
 
-        self._request("GET", key, "GetObject", on_headers=on_headers, on_body=on_body)
+        self._request(
+            "GET",
+            key,
+            "GetObject",
+            on_headers=on_headers,
+            on_body=on_body,
+            kind=s3.S3RequestType.GET_OBJECT,
+        )
         data = b"".join(chunks)
         if len(data) != answer.size:
             raise TransientStoreError(
@@ -313,8 +329,10 @@ class _Answer:
             return
         for name, value in headers:
             lower = name.lower()
-            if lower == "content-length":
+            if lower == "content-length" and self.size < 0:
                 self.size = int(value)
+            elif lower == "content-range":  # a ranged first part: "bytes 0-N/total"
+                self.size = int(value.rsplit("/", 1)[1])
             elif lower == _META_HEADER:
                 self.checksum = Checksum.parse(value)
             elif lower == "etag":
