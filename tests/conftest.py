@@ -18,10 +18,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -84,34 +80,11 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
-    """moto's S3 server in its own process on 127.0.0.1; yields its endpoint URL."""
-    port = free_port()
-    log = open(ARTIFACTS / "moto-server.log", "wb")  # noqa: SIM115 - closed at teardown
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(
-                    f"moto server did not start; see {ARTIFACTS / 'moto-server.log'}"
-                ) from None
-            time.sleep(0.1)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    """moto's S3 server in its own process on 127.0.0.1 (the demo's embedded endpoint)."""
+    from s3kv.demo import embedded_s3
+
+    with embedded_s3() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
