@@ -30,9 +30,8 @@ from s3kv.location import Location, parse_location
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import MultipartUpload, Store, open_store
+from s3kv.stores.base import DELETE_BATCH
 
-DELETE_BATCH = 1000
-"""S3's limit of keys per DeleteObjects request."""
 DEFAULT_UPLOADS_OLDER_THAN = 24 * 3600.0
 _MINUTE = 60
 

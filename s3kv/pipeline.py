@@ -4,15 +4,15 @@ flight, and completions arrive on the transport's own threads.
 The thread-per-request form (:class:`s3kv.jobs.TransferJob`) parks one Python thread on
 every request in flight; with awscrt that costs about a quarter of a millisecond of CPU
 per request in thread hand-offs. Here a request's completion starts the next one's slot
-instead. Retries keep the same policy as :func:`s3kv.retry.with_retries`: transient
-errors only, full-jitter backoff, bounded by attempts and a per-block deadline.
+instead. Retries keep the policy of :func:`s3kv.retry.with_retries` (the same
+:func:`~s3kv.retry.backoff_delay`): transient errors only, bounded by attempts and a
+per-block deadline.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import random
 import threading
 import time
 from collections import deque
@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 from s3kv.errors import S3KVError, TransientStoreError
 from s3kv.jobs import BlockResult, TransferJob
+from s3kv.retry import backoff_delay
 from s3kv.settings import S3Settings
 
 Done = Callable[[BlockResult | None, BaseException | None], None]
@@ -130,9 +131,7 @@ class PipelinedJob(TransferJob):
     ) -> BlockResult | None:
         s = self._settings
         if isinstance(error, TransientStoreError) and not self._cancel.is_set():
-            cap = min(s.backoff_max_seconds, s.backoff_base_seconds * 2**tries)
-            delay = random.uniform(0, cap)
-            due = time.monotonic() + delay
+            due = time.monotonic() + backoff_delay(s, tries)
             if tries < s.max_attempts and due <= deadline:
                 with self._cond:
                     heapq.heappush(self._later, (due, next(self._order), attempt, tries, deadline))

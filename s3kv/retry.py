@@ -14,6 +14,12 @@ from s3kv.settings import S3Settings
 T = TypeVar("T")
 
 
+def backoff_delay(settings: S3Settings, attempt: int) -> float:
+    """Seconds to wait before retry number ``attempt`` (1-based): full jitter, capped."""
+    cap = min(settings.backoff_max_seconds, settings.backoff_base_seconds * 2**attempt)
+    return random.uniform(0, cap)
+
+
 def with_retries(
     fn: Callable[[], T],
     settings: S3Settings,
@@ -35,8 +41,7 @@ def with_retries(
         try:
             return fn()
         except TransientStoreError as exc:
-            cap = min(settings.backoff_max_seconds, settings.backoff_base_seconds * 2**attempt)
-            delay = random.uniform(0, cap)
+            delay = backoff_delay(settings, attempt)
             if attempt >= settings.max_attempts or time.monotonic() + delay > deadline:
                 raise TransientStoreError(f"{exc} (gave up after {attempt} attempts)") from exc
             if cancelled is not None:

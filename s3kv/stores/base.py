@@ -14,6 +14,9 @@ from datetime import datetime
 
 from s3kv.integrity import Buffer, Checksum
 
+DELETE_BATCH = 1000
+"""S3's limit of keys per DeleteObjects request."""
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:

@@ -20,12 +20,9 @@ from botocore.exceptions import ClientError
 from s3kv.errors import SizeMismatchError, TransientStoreError
 from s3kv.integrity import METADATA_KEY, Buffer, Checksum
 from s3kv.settings import S3Settings
-from s3kv.stores.base import MultipartUpload, ObjectInfo, PutOptions, Store
+from s3kv.stores.base import DELETE_BATCH, MultipartUpload, ObjectInfo, PutOptions, Store
 from s3kv.stores.errors import is_already_exists, translated
 from s3kv.stores.trace import trace_botocore, trace_enabled
-
-DELETE_BATCH = 1000
-"""S3's limit of keys per DeleteObjects request."""
 
 
 def make_client(settings: S3Settings) -> Any:
