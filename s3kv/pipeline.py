@@ -55,6 +55,7 @@ class PipelinedJob(TransferJob):
         self._settings = settings
         self._window = max(1, window)
         self._cond = threading.Condition()
+        self._starting = threading.local()  # set while this thread is inside start()
         self._ready: deque[tuple[Attempt, int, float]] = deque()  # attempt, tries, deadline
         self._later: list[tuple[float, int, Attempt, int, float]] = []  # retry heap
         self._order = itertools.count()
@@ -105,10 +106,13 @@ class PipelinedJob(TransferJob):
         def done(result: BlockResult | None, error: BaseException | None) -> None:
             self._completed(attempt, tries + 1, deadline, result, error)
 
+        self._starting.active = True
         try:
             attempt.start(done)
         except BaseException as exc:
             done(None, exc)
+        finally:
+            self._starting.active = False
 
     def _completed(
         self,
@@ -120,11 +124,23 @@ class PipelinedJob(TransferJob):
     ) -> None:
         if result is None:
             result = self._retry_or_fail(attempt, tries, deadline, error)
+        # The freed slot goes straight to the next ready block, from this (transport)
+        # thread: waking the driver for every completion costs a thread hand-off each.
+        # A completion reported from inside start() (a synchronous failure) leaves the
+        # slot to the driver instead, so a run of such failures cannot recurse.
+        inline = not getattr(self._starting, "active", False)
         with self._cond:
-            self._inflight -= 1
-            self._cond.notify()
+            if inline and self._ready and not self._cancel.is_set():
+                successor: tuple[Attempt, int, float] | None = self._ready.popleft()
+            else:
+                successor = None
+                self._inflight -= 1
+                if self._later or self._cancel.is_set() or self._ready:
+                    self._cond.notify()  # the driver owns retries and cancellation
         if result is not None:
             self._settle(result)
+        if successor is not None:
+            self._launch(*successor)
 
     def _retry_or_fail(
         self, attempt: Attempt, tries: int, deadline: float, error: BaseException | None
@@ -135,6 +151,7 @@ class PipelinedJob(TransferJob):
             if tries < s.max_attempts and due <= deadline:
                 with self._cond:
                     heapq.heappush(self._later, (due, next(self._order), attempt, tries, deadline))
+                    self._cond.notify()  # the driver sleeps until the earliest retry
                 return None
             return attempt.give_up(f"{error} (gave up after {tries} attempts)")
         if self._cancel.is_set() and isinstance(error, TransientStoreError):
@@ -148,6 +165,7 @@ class PipelinedJob(TransferJob):
         with self._cond:
             self._left -= 1
             last = self._left == 0
-            self._cond.notify()
+            if last:
+                self._cond.notify()
         if last:
             self._finish()

@@ -87,3 +87,46 @@ def test_cancel_fails_what_has_not_started() -> None:
 def test_empty_batch_is_done_at_once() -> None:
     job = PipelinedJob("upload", [], window=3, settings=SETTINGS)
     assert job.done() and job.wait(0).ok
+
+
+class Immediate:
+    """Reports its outcome from inside start(), as a store does when a request fails
+    before it is sent; with ``raise_`` it raises instead."""
+
+    def __init__(self, key: bytes, raise_: bool = False) -> None:
+        self.key, self.raise_ = key, raise_
+
+    def start(self, done: Done) -> None:
+        if self.raise_:
+            raise ObjectNotFoundError("refused before sending")
+        done(None, ObjectNotFoundError("refused before sending"))
+
+    def give_up(self, reason: str) -> BlockResult:
+        return BlockResult(self.key, "failed", reason=reason)
+
+
+@pytest.mark.parametrize("raise_", [False, True])
+def test_failures_inside_start_do_not_recurse(raise_: bool) -> None:
+    """Thousands of blocks that fail synchronously: every one is reported, no block is
+    lost and no RecursionError (a completion inside start() hands its slot back to the
+    driver instead of starting the next block on the same stack)."""
+    attempts = [Immediate(i.to_bytes(4, "big"), raise_) for i in range(5000)]
+    report = PipelinedJob("download", attempts, window=4, settings=SETTINGS).wait(60)
+    assert len(report.failed) == 5000 and not report.done
+    assert all("refused before sending" in reason for reason in report.failed.values())
+
+
+def test_completions_start_the_next_block_without_the_driver() -> None:
+    """Completions arriving on other threads keep the window full by themselves: the
+    driver thread starts only the first window's worth of blocks."""
+    started_on: list[str] = []
+
+    class Recorder(Fake):
+        def start(self, done: Done) -> None:
+            started_on.append(threading.current_thread().name)
+            super().start(done)
+
+    attempts = [Recorder(bytes([i]) * 8) for i in range(40)]
+    report = PipelinedJob("upload", attempts, window=4, settings=SETTINGS).wait(30)
+    assert report.ok and len(report.done) == 40
+    assert started_on.count("s3kv-upload") == 4
