@@ -19,7 +19,16 @@ from collections.abc import Callable
 from typing import Any
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-CLIENTS = ("s3kv", "boto3-loop", "boto3-threads", "s3transfer", "obstore", "awscrt")
+CLIENTS = (
+    "s3kv",
+    "boto3-loop",
+    "boto3-threads",
+    "s3transfer",
+    "obstore",
+    "awscrt",
+    "awscrt-checked",
+)
+CHECKED_TAGGING = "s3kv-object=block"
 
 
 # -- payloads and keys (the same for every client) -------------------------------------
@@ -157,14 +166,22 @@ class Crt:
 
         return f"{self.base}/{bucket}/{quote(key)}"
 
-    def put(self, bucket: str, key: str, data: bytes) -> Any:
+    def put(
+        self, bucket: str, key: str, data: bytes, extra: tuple[tuple[str, str], ...] = ()
+    ) -> Any:
         from awscrt.http import HttpHeaders, HttpRequest
 
-        headers = HttpHeaders([("Host", self.host), ("Content-Length", str(len(data)))])
-        request = HttpRequest("PUT", self.path(bucket, key), headers, io.BytesIO(data))
+        fields = [("Host", self.host), ("Content-Length", str(len(data))), *extra]
+        request = HttpRequest("PUT", self.path(bucket, key), HttpHeaders(fields), io.BytesIO(data))
         return self.client.make_request(type=self.s3.S3RequestType.PUT_OBJECT, request=request)
 
-    def get(self, bucket: str, key: str, out: bytearray) -> Any:
+    def get(
+        self,
+        bucket: str,
+        key: str,
+        out: bytearray,
+        on_headers: Callable[..., None] | None = None,
+    ) -> Any:
         from awscrt.http import HttpHeaders, HttpRequest
 
         view = memoryview(out)
@@ -175,8 +192,19 @@ class Crt:
         headers = HttpHeaders([("Host", self.host)])
         request = HttpRequest("GET", self.path(bucket, key), headers)
         return self.client.make_request(
-            type=self.s3.S3RequestType.GET_OBJECT, request=request, on_body=on_body
+            type=self.s3.S3RequestType.GET_OBJECT,
+            request=request,
+            on_body=on_body,
+            on_headers=on_headers,
         )
+
+
+def crc32c_b64(data: Any) -> str:
+    import base64
+
+    from awscrt.checksums import crc32c
+
+    return base64.b64encode(crc32c(data).to_bytes(4, "big")).decode("ascii")
 
 
 def run_window(submit: Callable[[int], Any], count: int, window: int) -> None:
@@ -306,6 +334,27 @@ def prepare_upload(spec: dict[str, Any]) -> Callable[[], dict[str, Any]]:
 
         return action
 
+    if client == "awscrt-checked":
+        # awscrt doing by hand what s3kv does per block: CRC32C computed at upload time,
+        # sent as metadata and S3 checksum header, create-only, tagged.
+        crt = Crt(spec)
+
+        def put(i: int) -> Any:
+            value = crc32c_b64(data[i])
+            extra = (
+                ("If-None-Match", "*"),
+                ("x-amz-meta-s3kv-checksum", f"crc32c:{value}"),
+                ("x-amz-checksum-crc32c", value),
+                ("x-amz-tagging", CHECKED_TAGGING),
+            )
+            return crt.put(bucket, names[i], data[i], extra)
+
+        def action() -> dict[str, Any]:
+            run_window(put, count, conc)
+            return {"ok": count}
+
+        return action
+
     raise SystemExit(f"unknown client {client!r}")
 
 
@@ -422,6 +471,28 @@ def prepare_download(
         def action() -> dict[str, Any]:
             run_window(lambda i: crt.get(bucket, names[i], sinks[i]), count, conc)
             return {"ok": count}
+
+        return action, lambda: sinks
+
+    if client == "awscrt-checked":
+        # awscrt plus the checks s3kv makes: the stored CRC32C read from the response
+        # headers and verified against the received bytes.
+        crt = Crt(spec)
+        sinks = [bytearray(size) for _ in range(count)]
+        expected: list[str | None] = [None] * count
+
+        def get(i: int) -> Any:
+            def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
+                for name, value in headers:
+                    if name.lower() == "x-amz-meta-s3kv-checksum":
+                        expected[i] = value.partition(":")[2]
+
+            return crt.get(bucket, names[i], sinks[i], on_headers)
+
+        def action() -> dict[str, Any]:
+            run_window(get, count, conc)
+            bad = sum(crc32c_b64(sinks[i]) != expected[i] for i in range(count))
+            return {"ok": count - bad, "failed": bad}
 
         return action, lambda: sinks
 
