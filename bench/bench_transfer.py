@@ -37,15 +37,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "_workers.py"
-CLIENTS = (
-    "s3kv",
-    "boto3-loop",
-    "boto3-threads",
-    "s3transfer",
-    "obstore",
-    "awscrt",
-    "awscrt-checked",
-)
+sys.path.insert(0, str(HERE))
+
+from _workers import CLIENTS  # noqa: E402  (one list of rows for the runner and workers)
+
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 PREFIX = "bench"
