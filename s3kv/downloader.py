@@ -180,7 +180,7 @@ class Downloader(Transfer):
             )
         tasks = [(k, self._task(k, b)) for k, b in zip(offload_keys, buffers)]
         return TransferJob(
-            "download", self.executor, tasks, parallelism=self.parallelism, on_done=on_done
+            "download", self.executor, tasks, parallelism=self.concurrency, on_done=on_done
         )
 
     def _task(self, key: bytes, buffer: memoryview | None) -> Any:
@@ -225,15 +225,24 @@ class Downloader(Transfer):
                 lambda: self.store.get_into(object_key, buffer), self.settings, cancelled=cancelled
             )
             view = buffer
+        return self._loaded(key, object_key, view, info, where, data if buffer is None else None)
+
+    def _loaded(
+        self,
+        key: bytes,
+        object_key: str,
+        view: memoryview,
+        info: ObjectInfo,
+        where: str,
+        data: bytes | None = None,
+    ) -> BlockResult:
+        """A block that arrived whole: its checksum verified (raises
+        :class:`ChecksumMismatchError`), its presence remembered, its result."""
         if info.checksum is not None:
             integrity.verify(info.checksum, view, where=where)
         self.presence.put(object_key, True)
         return BlockResult(
-            key,
-            "done",
-            nbytes=info.size,
-            verified=info.checksum is not None,
-            data=data if buffer is None else None,
+            key, "done", nbytes=info.size, verified=info.checksum is not None, data=data
         )
 
     def get_range(self, key: Any, *, start: int, end: int | None = None) -> bytes:
@@ -281,8 +290,7 @@ class _GetAttempt:
                 done(None, error)  # the job retries transient errors, then give_up()
             else:
                 try:
-                    if info.checksum is not None:
-                        integrity.verify(info.checksum, self.buffer, where=self.where)
+                    result = down._loaded(key, self.object_key, self.buffer, info, self.where)
                 except ChecksumMismatchError as exc:
                     if self.rereads < INTEGRITY_RETRIES:  # may have been damaged in flight
                         self.rereads += 1
@@ -290,11 +298,7 @@ class _GetAttempt:
                     else:
                         done(self.give_up(str(exc)), None)
                     return
-                down.presence.put(self.object_key, True)
-                done(
-                    BlockResult(key, "done", nbytes=info.size, verified=info.checksum is not None),
-                    None,
-                )
+                done(result, None)
 
         down.store.submit_get_into(self.object_key, self.buffer, finished)
 

@@ -97,11 +97,11 @@ class S3Settings(BaseModel):
     multipart_threshold_bytes: int = Field(default=64 * MiB, ge=5 * MiB)
     multipart_chunk_bytes: int = Field(default=16 * MiB, ge=5 * MiB, le=5 * 1024 * MiB)
     tag_blocks: bool = True
+    """Tag block objects ``s3kv-object=block`` so a lifecycle rule can expire blocks and
+    never manifests. Turn off for stores without object tagging."""
     data_path: DataPath = "auto"
     """Block PUT/GET/HEAD on awscrt's native client (``crt``; ``auto`` picks it) or on
     botocore. Listing, deletes, multipart and copies always use botocore."""
-    """Tag block objects ``s3kv-object=block`` so a lifecycle rule can expire blocks and
-    never manifests. Turn off for stores without object tagging."""
 
     @model_validator(mode="after")
     def _check(self) -> S3Settings:

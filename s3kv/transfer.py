@@ -55,14 +55,9 @@ class Transfer:
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
-                    self.parallelism, thread_name_prefix=f"s3kv-{type(self).__name__.lower()}"
+                    self.concurrency, thread_name_prefix=f"s3kv-{type(self).__name__.lower()}"
                 )
             return self._executor
-
-    @property
-    def parallelism(self) -> int:
-        """Threads driving requests: one per connection (more where the store queues)."""
-        return self.concurrency * self.store.threads_per_connection
 
     def url_for(self, key: str) -> str:
         return self.location.url_for(key)

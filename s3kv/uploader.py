@@ -93,7 +93,7 @@ class Uploader(Transfer):
             )
         tasks = [(key, self._task(key, view)) for key, view in blocks]
         return TransferJob(
-            "upload", self.executor, tasks, parallelism=self.parallelism, on_done=on_done
+            "upload", self.executor, tasks, parallelism=self.concurrency, on_done=on_done
         )
 
     def _task(self, key: bytes, view: memoryview) -> Any:
@@ -120,19 +120,22 @@ class Uploader(Transfer):
 class _PutAttempt:
     """One block's create-only PUT on a store that submits without blocking."""
 
-    __slots__ = ("key", "object_key", "uploader", "view")
+    __slots__ = ("key", "object_key", "options", "uploader", "view")
 
     def __init__(self, uploader: Uploader, key: bytes, view: memoryview) -> None:
         self.uploader, self.key, self.view = uploader, key, view
         self.object_key = uploader.keys.key_for(key)
+        self.options: PutOptions | None = None  # at the first start, off the caller's thread
 
     def start(self, done: Done) -> None:
         up, key, size = self.uploader, self.key, len(self.view)
-        options = PutOptions(
-            create_only=True,
-            checksum=integrity.compute(up.settings.checksum, self.view),
-            tags=BLOCK_TAGS,
-        )
+        options = self.options
+        if options is None:  # a retry reuses the checksum: the bytes have not changed
+            options = self.options = PutOptions(
+                create_only=True,
+                checksum=integrity.compute(up.settings.checksum, self.view),
+                tags=BLOCK_TAGS,
+            )
 
         def finished(created: bool | None, error: BaseException | None) -> None:
             if error is not None:

@@ -54,9 +54,6 @@ class Store(abc.ABC):
 
     #: a short name for messages: "s3://bucket" or the directory.
     name: str
-    #: threads to drive per connection; >1 where the transport queues requests natively,
-    #: so the next request is ready the moment a connection frees.
-    threads_per_connection: int = 1
 
     @abc.abstractmethod
     def get(self, key: str) -> tuple[bytes, ObjectInfo]:

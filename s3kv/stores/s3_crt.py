@@ -84,8 +84,6 @@ class _Reader(io.RawIOBase):
 class CrtS3Store(S3Store):
     """:class:`S3Store` with block PUT, GET and HEAD on awscrt's S3 client."""
 
-    threads_per_connection = 1
-
     def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
         super().__init__(bucket, settings, client=client)
         credentials = self.client._request_signer._credentials
@@ -244,10 +242,7 @@ class CrtS3Store(S3Store):
                 return
             try:
                 info = answer.check(len(buffer), where)
-            except StoreError as err:
-                done(None, err)
-                return
-            except SizeMismatchError as err:
+            except (StoreError, SizeMismatchError) as err:
                 done(None, err)
                 return
             done(info, None)
