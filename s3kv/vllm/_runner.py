@@ -91,6 +91,10 @@ class JobRunner:
             s3job.cancel()
         if not self.wait_idle(timeout):
             logger.warning("s3kv tier shut down with %d job(s) still running", self._in_flight)
+            return  # a running job may still touch the rows: keep them mapped
+        # vLLM unmaps the primary region after shutdown; a view of it left here makes
+        # that fail ("cannot close exported pointers exist") and keeps it all mapped.
+        self._rows.release()
 
     # -- dispatcher thread --------------------------------------------------------------
 

@@ -1,0 +1,137 @@
+"""A real vLLM engine on this CPU, in a process of its own, with s3kv's tier (or another).
+
+The test (or bench/bench_ttft.py) builds a small random Llama with :func:`build_model`,
+then calls :func:`run_engine` once per engine life: it starts ``python -m
+tests.e2e.engine`` with a JSON job, which builds ``vllm.LLM`` with the
+``OffloadingConnector`` and the requested secondary tier, generates greedily for each
+prompt (token ids, so no tokenizer is involved), shuts the engine down and prints one
+JSON line: the tokens, ``num_cached_tokens`` and the seconds each prompt took.
+
+Nothing is downloaded: the weights are random, the tokenizer a local WordLevel one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULT_TAG = "S3KV_E2E_RESULT "
+PLUGIN_DIST = "s3kv_e2e_cpu_offload-0.32.0.dist-info"
+
+TINY = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 4096}
+"""The end-to-end test's model: 8.7 MB, fast to prefill; the output is what is checked."""
+
+
+def build_model(path: Path, *, seed: int = 0, **shape: int) -> Path:
+    """A random-weight Llama (bf16, safetensors) and a WordLevel tokenizer in ``path``."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    dims = {**TINY, **shape}
+    if (path / "config.json").exists():
+        return path
+    torch.manual_seed(seed)
+    config = LlamaConfig(max_position_embeddings=8192, torch_dtype="bfloat16",
+                         bos_token_id=1, eos_token_id=2, tie_word_embeddings=False, **dims)
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(path, safe_serialization=True)
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    vocab.update({f"w{i}": i for i in range(3, dims["vocab_size"])})
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
+                            eos_token="</s>").save_pretrained(path)
+    return path
+
+
+def plugin_path(tmp: Path) -> Path:
+    """A directory that registers tests/e2e/cpu_offload.py as a vLLM general plugin."""
+    dist = tmp / PLUGIN_DIST
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: s3kv-e2e-cpu-offload\nVersion: 0.32.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[vllm.general_plugins]\ns3kv_cpu_offload = tests.e2e.cpu_offload:register\n")
+    return tmp
+
+
+def engine_env(tmp: Path, *, multiprocess: bool, extra: dict[str, str] | None = None,
+               ) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(plugin_path(tmp / "plugin"))]),
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "2"),
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "1" if multiprocess else "0",
+        "VLLM_NO_USAGE_STATS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    })
+    env.update(extra or {})
+    return env
+
+
+def run_engine(job: dict[str, Any], *, env: dict[str, str], timeout: float = 600.0,
+               ) -> dict[str, Any]:
+    """One engine life in a fresh process; its result, plus its ``stderr`` (the log)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.e2e.engine", json.dumps(job)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_TAG)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"engine exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
+                           f"\n--- stderr\n{proc.stderr[-8000:]}")
+    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_TAG):])
+    result["log"] = proc.stdout + proc.stderr  # vLLM logs to stdout
+    return result
+
+
+def kv_transfer_config(job: dict[str, Any]) -> Any:
+    from vllm.config import KVTransferConfig
+
+    tiers = job.get("secondary_tiers")
+    if tiers is None:
+        return None
+    extra = {"spec_name": "TieringOffloadingSpec",
+             "cpu_bytes_to_use": job.get("cpu_bytes_to_use", 64 << 20),
+             "block_size": job.get("block_size", 128), "secondary_tiers": tiers}
+    return KVTransferConfig(kv_connector="OffloadingConnector", kv_role="kv_both",
+                            kv_connector_extra_config=extra)
+
+
+def main(job: dict[str, Any]) -> None:
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    llm = LLM(model=job["model"], dtype="bfloat16", max_model_len=job.get("max_model_len", 2048),
+              enforce_eager=True, seed=0, kv_transfer_config=kv_transfer_config(job),
+              max_num_batched_tokens=job.get("max_num_batched_tokens"))
+    params = SamplingParams(temperature=0.0, max_tokens=job.get("max_tokens", 8),
+                            ignore_eos=True)
+    results = []
+    for prompt in job["prompts"]:
+        t0 = time.perf_counter()
+        (out,) = llm.generate([TokensPrompt(prompt_token_ids=prompt)], params, use_tqdm=False)
+        seconds = time.perf_counter() - t0
+        results.append({"tokens": list(out.outputs[0].token_ids),
+                        "num_cached_tokens": out.num_cached_tokens, "seconds": seconds})
+        # vLLM stores a request's blocks as it runs; give the tier time to finish
+        # before the next request (or the shutdown) so a writer leaves them all in S3.
+        time.sleep(job.get("settle_seconds", 0.0))
+    llm.llm_engine.engine_core.shutdown()
+    print(RESULT_TAG + json.dumps({"results": results}), flush=True)
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))
