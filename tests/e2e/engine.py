@@ -118,8 +118,9 @@ def main(job: dict[str, Any]) -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = LLM(model=job["model"], dtype=job.get("dtype", "float32"), max_model_len=job.get("max_model_len", 2048),
-              enforce_eager=True, seed=0, kv_transfer_config=kv_transfer_config(job),
+    llm = LLM(model=job["model"], dtype=job.get("dtype", "float32"),
+              max_model_len=job.get("max_model_len", 2048), enforce_eager=True, seed=0,
+              kv_transfer_config=kv_transfer_config(job),
               max_num_batched_tokens=job.get("max_num_batched_tokens"))
     params = SamplingParams(temperature=0.0, max_tokens=job.get("max_tokens", 8),
                             ignore_eos=True)
