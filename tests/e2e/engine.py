@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -87,7 +88,8 @@ def engine_env(tmp: Path, *, multiprocess: bool, extra: dict[str, str] | None = 
 
 def run_engine(job: dict[str, Any], *, env: dict[str, str], timeout: float = 600.0,
                ) -> dict[str, Any]:
-    """One engine life in a fresh process; its result, plus its ``stderr`` (the log)."""
+    """One engine life in a fresh process; its result, its log and its CPU and wall time."""
+    cpu0, wall0 = _children_cpu_seconds(), time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "tests.e2e.engine", json.dumps(job)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
@@ -98,7 +100,15 @@ def run_engine(job: dict[str, Any], *, env: dict[str, str], timeout: float = 600
                            f"\n--- stderr\n{proc.stderr[-8000:]}")
     result: dict[str, Any] = json.loads(lines[-1][len(RESULT_TAG):])
     result["log"] = proc.stdout + proc.stderr  # vLLM logs to stdout
+    result["cpu_seconds"] = _children_cpu_seconds() - cpu0
+    result["wall_seconds"] = time.perf_counter() - wall0
     return result
+
+
+def _children_cpu_seconds() -> float:
+    """CPU time of finished children (the engine and, multiprocess, its core)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def kv_transfer_config(job: dict[str, Any]) -> Any:
