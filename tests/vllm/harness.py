@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -128,3 +130,9 @@ def lookup(tier: Any, ks: Sequence[OffloadKey], req: str = "req-0",
 
 def finish(tier: Any, req: str = "req-0") -> None:
     tier.on_request_finished(ReqContext(req_id=req))
+
+
+def locked(manager: Any) -> AbstractContextManager[Any]:
+    """The tiering manager's lock, held as vLLM 0.33's scheduler does (0.32 has none)."""
+    lock = getattr(manager, "lock", None)
+    return lock if lock is not None else contextlib.nullcontext()

@@ -52,7 +52,7 @@ def test_engine_shutdown_unmaps_the_primary_region(moto_server: str, bucket: str
     (tier,) = manager.secondary_tiers
     ks = h.keys(2, start=80)
     ctx = ReqContext(req_id="r1")
-    with manager.lock:
+    with h.locked(manager):
         manager.on_new_request(ctx)
         manager.prepare_store(ks, ctx)
         manager.complete_store(ks, ctx)  # cascades to the S3 tier

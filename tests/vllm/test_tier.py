@@ -114,24 +114,24 @@ def test_whole_tiering_manager_cascades_and_promotes(moto_server: str, bucket: s
         assert isinstance(tier, S3TierManager)
         ks = h.keys(4, start=50)
         ctx = ReqContext(req_id="r1")
-        with manager.lock:
+        with h.locked(manager):
             manager.on_new_request(ctx)
             chunk_ids = list(manager.prepare_store(ks, ctx).store_spec.chunk_ids)
         payload = np.random.default_rng(6).integers(-128, 128, (4, rows.shape[1]), np.int8)
         rows[chunk_ids] = payload  # play the GPU worker
-        with manager.lock:
+        with h.locked(manager):
             manager.complete_store(ks, ctx)  # cascades: the S3 tier's submit_store
             manager.on_request_finished(ctx)
         _step_until(manager, lambda: not manager.has_pending_work())
         assert h.lookup(tier, ks, req="probe") == [HIT] * 4
         h.finish(tier, "probe")
 
-        with manager.lock:
+        with h.locked(manager):
             manager.reset_cache()
             manager.on_reset_flushed()
         rows[:] = 0
         ctx2 = ReqContext(req_id="r2")
-        with manager.lock:
+        with h.locked(manager):
             manager.on_new_request(ctx2)
         seen: list[str] = []
 
@@ -142,10 +142,10 @@ def test_whole_tiering_manager_cascades_and_promotes(moto_server: str, bucket: s
 
         _step_until(manager, all_hit)
         assert "HIT_PENDING" in "".join(seen)  # promoted from S3, not found in the primary
-        with manager.lock:
+        with h.locked(manager):
             loaded = list(manager.prepare_load(ks, ctx2).chunk_ids)
         assert np.array_equal(rows[loaded], payload)
-        with manager.lock:
+        with h.locked(manager):
             manager.complete_load(ks, ctx2)
             manager.on_request_finished(ctx2)
     finally:
@@ -156,7 +156,7 @@ def test_whole_tiering_manager_cascades_and_promotes(moto_server: str, bucket: s
 def _step_until(manager: Any, done: Any, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        with manager.lock:
+        with h.locked(manager):
             ok = done()
             manager.on_schedule_end(h.END)
         if ok:
