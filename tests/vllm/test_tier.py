@@ -128,7 +128,8 @@ def test_whole_tiering_manager_cascades_and_promotes(moto_server: str, bucket: s
 
         with h.locked(manager):
             manager.reset_cache()
-            manager.on_reset_flushed()
+            if hasattr(manager, "on_reset_flushed"):  # 0.33's second phase; 0.32 has one
+                manager.on_reset_flushed()
         rows[:] = 0
         ctx2 = ReqContext(req_id="r2")
         with h.locked(manager):
