@@ -10,7 +10,8 @@ come from the secondary tier. First, one writer engine per tier (s3kv on moto's 
 s3kv on Ceph RGW, vLLM's own ``fs`` tier) computes every prompt and stores its KV. Then,
 ``--rounds`` times, one reader engine per row (recompute: no offloading at all; then each
 tier) runs every prompt with ``max_tokens=1``: TTFT is the wall time of that
-``generate`` call, lookups and loads included. Rows are interleaved round by round, and
+``generate`` call, lookups and loads included (writers decode 8 tokens: vLLM moves KV
+on to a secondary tier only while it steps). Rows are interleaved round by round, and
 every reader checks the hit (``num_cached_tokens``) and the first token against recompute.
 Prints a table; ``--json`` writes the samples.
 """
@@ -93,9 +94,12 @@ def main(argv: list[str] | None = None) -> int:
                    "block_size": args.chunk_tokens, "cpu_bytes_to_use": 256 << 20,
                    "secondary_tiers": [tier] if tier else None, "settle_seconds": 3.0}
             env = engine_env(work / "run", multiprocess=False, extra={"S3KV_TRACE_FILE": ""})
-            results: list[dict[str, Any]] = run_engine(job, env=env, timeout=3600)["results"]
+            out = run_engine(job, env=env, timeout=3600)
+            results: list[dict[str, Any]] = out["results"]
             print(f"  {name}: " + ", ".join(f"{r['seconds']:.2f}s/{r['num_cached_tokens']}"
-                                            for r in results), flush=True)
+                                            for r in results)
+                  + f" (engine life {out['wall_seconds']:.0f}s, {out['cpu_seconds']:.0f}s CPU)",
+                  flush=True)
             return results
 
         print(f"model {MODEL}, {args.prompts} prompts of {args.tokens} tokens", flush=True)
@@ -104,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, tier in tiers.items():
             if tier is not None:
                 print(f"writer {name}", flush=True)
-                writes[name] = [r["seconds"] for r in engine(name, tier, 1)]
+                # Decode steps after the prefill: vLLM moves KV on to a secondary tier
+                # only while it steps, so a prompt that ends at its prefill, last before
+                # the shutdown, would never reach the tier.
+                writes[name] = [r["seconds"] for r in engine(name, tier, 8)]
         first: list[int] | None = None
         for rnd in range(args.rounds):
             for name, tier in tiers.items():
