@@ -97,8 +97,9 @@ def test_a_fresh_engine_reuses_the_kv_another_stored(
     assert empty["tokens"] == a["tokens"]
     assert _requests(empty, "GetObject") == []
 
-    # Control: damage the object of the fourth block (same size, same metadata, so only
-    # s3kv's checksum can tell); that block and those after it are recomputed.
+    # Control: damage one stored object (same size, same metadata, so only s3kv's
+    # checksum can tell). Which block it holds is a hash away: vLLM uses the blocks
+    # before it and recomputes from it on, and the output stays the same.
     damaged = _requests(a, "PutObject")[3]
     head = endpoint.client.head_object(Bucket=bucket, Key=damaged)
     garbage = random.Random(4).randbytes(head["ContentLength"])
@@ -107,5 +108,8 @@ def test_a_fresh_engine_reuses_the_kv_another_stored(
     d = _engine(tiny_model, tier, prompt, tmp_path / "d", layout=layout)
     assert d["tokens"] == a["tokens"]
     assert damaged in _requests(d, "GetObject")
-    assert d["num_cached_tokens"] == 3 * CHUNK_TOKENS, d["log"][-3000:]
-    assert "s3kv tier: load job" in d["log"]
+    assert d["num_cached_tokens"] % CHUNK_TOKENS == 0
+    assert d["num_cached_tokens"] < PROMPT_TOKENS
+    (warning,) = [ln for ln in d["log"].splitlines() if "s3kv tier: load job" in ln]
+    assert "1 of" in warning and "blocks failed" in warning
+    assert damaged.rsplit("/", 1)[1].removesuffix(".bin") in warning
