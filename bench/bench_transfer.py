@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 WORKER = HERE / "_workers.py"
 sys.path.insert(0, str(HERE))
 
-from _workers import CLIENTS  # noqa: E402  (one list of rows for the runner and workers)
+from _clients import CLIENTS  # noqa: E402  (one list of rows for the runner and workers)
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
