@@ -9,7 +9,9 @@ Shared by the benchmark scripts:
   chain length)
 * ``machine()`` the footer's machine line: cores, Python, OS, date
 
-matplotlib runs on its Agg backend (no display); it is in the ``bench`` extra.
+matplotlib runs on its Agg backend (no display); it is in the ``bench`` extra, and
+imported only when a chart is drawn (``machine()`` and the scripts that import this
+module run without it, e.g. in .venv-vllm).
 """
 
 from __future__ import annotations
@@ -21,16 +23,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
-
 OURS = "s3kv"
 OURS_COLOR = "#d62728"
 # Everyone else in quiet, distinguishable colours (matplotlib's tab10 without the red).
 OTHERS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def machine(*, shared: bool = True) -> str:
@@ -45,7 +51,7 @@ def figure(
     *, title: str, footer: str, nrows: int = 1, ncols: int = 1, size: tuple[float, float] = (11, 7)
 ) -> tuple[Any, list[Any]]:
     """A figure with ``nrows x ncols`` axes (flattened, row by row), a title and a footer."""
-    fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
+    fig, axes = pyplot().subplots(nrows, ncols, figsize=size, squeeze=False)
     fig.suptitle(title, fontsize=13, fontweight="bold")
     fig.text(0.01, 0.01, footer, fontsize=8, color="#444444", ha="left", va="bottom", wrap=True)
     return fig, [ax for row in axes for ax in row]
@@ -74,25 +80,28 @@ def grouped_bars(
     fmt: str = "{:.0f}",
     legend: bool = True,
 ) -> None:
-    """One cluster of bars per group, one bar per series (None: no bar), values on top."""
+    """One cluster of bars per group, one bar per series, values on top.
+
+    A series with None in a group has no bar there; the group's bars stay centred.
+    """
     palette = colors(list(series))
-    n = max(len(series), 1)
-    width = 0.8 / n
-    for i, (name, values) in enumerate(series.items()):
-        xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-        pairs = [(x, v) for x, v in zip(xs, values) if v is not None]
-        if not pairs:
-            continue
-        bars = ax.bar(
-            [x for x, _ in pairs],
-            [v for _, v in pairs],
-            width * 0.95,
-            label=name,
-            color=palette[name],
-            edgecolor="black" if name == OURS else "none",
-            linewidth=0.8,
-        )
-        ax.bar_label(bars, labels=[fmt.format(v) for _, v in pairs], fontsize=7, padding=1)
+    width = 0.8 / max(len(series), 1)
+    labelled: set[str] = set()
+    for g in range(len(groups)):
+        present = [(n, v[g]) for n, v in series.items() if g < len(v) and v[g] is not None]
+        for i, (name, value) in enumerate(present):
+            x = g + (i - (len(present) - 1) / 2) * width
+            bars = ax.bar(
+                [x],
+                [value],
+                width * 0.95,
+                label=None if name in labelled else name,
+                color=palette[name],
+                edgecolor="black" if name == OURS else "none",
+                linewidth=0.8,
+            )
+            labelled.add(name)
+            ax.bar_label(bars, labels=[fmt.format(value)], fontsize=7, padding=1)
     ax.set_xticks(range(len(groups)), groups)
     ax.set_ylabel(ylabel)
     ax.margins(y=0.12)
@@ -137,5 +146,5 @@ def save(fig: Any, path: str | os.PathLike[str], *, footer_lines: int = 2) -> Pa
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout(rect=(0, 0.025 * (footer_lines + 1), 1, 0.93))
     fig.savefig(out, dpi=110)
-    plt.close(fig)
+    pyplot().close(fig)
     return out
