@@ -3,7 +3,7 @@
     python bench/bench_keys.py [--keys 200000] [--repeat 5] [--json F.json] [--chart F.png]
 
 vLLM's FileMapper is taken from an installed vllm==0.33.0 when importable (make
-vllm-venv), else from ../shared/reference/vllm_file_mapper.py.txt (vLLM's file, its two
+vllm-venv), else from the nearest shared/reference/vllm_file_mapper.py.txt up (vLLM's file, its two
 vLLM imports stubbed). Each row is the best of --repeat runs, measured side by side.
 """
 
@@ -23,7 +23,15 @@ from s3kv import KeyMapper, Namespace, parse_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared/reference/vllm_file_mapper.py.txt"
+# shared/ sits beside the repository (or above a worktree of it): the nearest one up.
+REFERENCE = next(
+    (
+        p / "shared/reference/vllm_file_mapper.py.txt"
+        for p in Path(__file__).resolve().parents
+        if (p / "shared/reference/vllm_file_mapper.py.txt").exists()
+    ),
+    Path(__file__).resolve().parents[2] / "shared/reference/vllm_file_mapper.py.txt",
+)
 ARGS = dict(
     model_name="meta-llama/Llama-3.1-8B-Instruct",
     tokens_per_hash=16,
