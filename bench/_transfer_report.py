@@ -237,13 +237,14 @@ def chart(result: dict[str, Any], path: str) -> Path:
     args, label, rows = result["args"], result["label"], result["summary"]["rows"]
     sizes = list(dict.fromkeys(r["size"] for r in rows))
     clients = list(dict.fromkeys(r["client"] for r in rows))
+    command = result.get("command") or "python bench/bench_transfer.py " + " ".join(result["argv"])
     footer = (
         f"Measured: per client and block size, {_workloads(args)} uploaded into a fresh "
         f"bucket, then downloaded (a sample compared); concurrency {args['concurrency']}; "
         f"median of {args['repeat']} runs, rows interleaved. Client CPU = the worker "
         f"process's user+sys over the timed region. Server: {label}, on the same machine.\n"
         f"Machine: {result['machine']}. "
-        f"Command: python bench/bench_transfer.py {' '.join(result['argv'])}"
+        f"Command: {command}"
     )
     fig, axes = figure(
         title=f"s3kv and other S3 clients on {label}", footer=footer, nrows=2, ncols=2

@@ -35,8 +35,10 @@ def main() -> int:
     parser.add_argument("--only", choices=["http", "https"], help="one endpoint only")
     parser.add_argument("--shared-note", action="store_true", help="a shared machine (notes)")
     args = parser.parse_args()
+    command = "python bench/bench_rgw.py " + " ".join(sys.argv[1:])  # what reruns it
     # memstore keeps objects in RAM (about 2x): room for the 1 MiB rows of every client.
-    with RGWServer(memstore_bytes=10 << 30) as rgw:
+    rgw = RGWServer(memstore_bytes=10 << 30)
+    with rgw:
         status = 0
         for scheme in ("http", "https"):
             if args.only and args.only != scheme:
@@ -48,7 +50,7 @@ def main() -> int:
                 "--access-key", rgw.access_key, "--secret-key", rgw.secret_key,
                 "--region", rgw.region, "--boto3-checksum", "when_required",
                 "--label", f"Ceph RGW 16 ({'TLS' if tls else 'HTTP'})",
-                "--repeat", str(args.repeat),
+                "--repeat", str(args.repeat), "--command", command,
             ]
             if tls:
                 cmd += ["--ca-bundle", rgw.ca_bundle]
@@ -61,6 +63,10 @@ def main() -> int:
                 out = args.json_dir / f"transfer-rgw-{scheme}"
                 cmd += ["--json", f"{out}.json", "--chart", f"{out}.png"]
             status |= subprocess.call(cmd)
+    if status == 0:
+        rgw.remove()  # its logs are kept only when a run failed
+    else:
+        print(f"Ceph RGW logs kept in {rgw.log_dir}", file=sys.stderr)
     return status
 
 

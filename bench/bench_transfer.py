@@ -307,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--shared-note", action="store_true", help="say in notes and chart: a shared machine"
     )
+    p.add_argument("--command", help="how to rerun this, for the chart (default: this command)")
     p.add_argument("--redraw", metavar="JSON", help="only draw --chart from a saved --json")
     args = p.parse_args(argv)
     if args.redraw:
@@ -333,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "label": label,
         "argv": sys.argv[1:],
+        "command": args.command or "python bench/bench_transfer.py " + " ".join(sys.argv[1:]),
         "args": vars(args),
         "machine": machine(shared=args.shared_note),
         "summary": summary,
