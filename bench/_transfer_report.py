@@ -244,7 +244,7 @@ def chart(result: dict[str, Any], path: str) -> Path:
         f"median of {args['repeat']} runs, rows interleaved. Client CPU = the worker "
         f"process's user+sys over the timed region. Server: {label}, on the same machine.\n"
         f"Machine: {result['machine']}. "
-        f"Command: {command}"
+        f"Command: {command}" + _missing(rows)
     )
     fig, axes = figure(
         title=f"s3kv and other S3 clients on {label}", footer=footer, nrows=2, ncols=2
@@ -266,7 +266,22 @@ def chart(result: dict[str, Any], path: str) -> Path:
                 legend=False,
             )
     legend(fig, axes[0])
-    return save(fig, path, footer_lines=3)
+    return save(fig, path, footer_lines=3 + bool(_missing(rows)))
+
+
+def _missing(rows: list[dict[str, Any]]) -> str:
+    """A footer line naming the clients without a bar (every run failed) and why."""
+    failed: dict[str, list[str]] = {}
+    why: dict[str, str] = {}
+    for r in rows:
+        if "mib_per_s" not in r:
+            failed.setdefault(r["client"], []).append(f"{r['size']} {r['op']}")
+            why.setdefault(r["client"], str((r.get("errors") or ["no good run"])[0]))
+    if not failed:
+        return ""
+    return "\nNo bar = every run failed: " + "; ".join(
+        f"{c} ({', '.join(where)}: {why[c][:70]})" for c, where in failed.items()
+    )
 
 
 def _workloads(args: dict[str, Any]) -> str:
