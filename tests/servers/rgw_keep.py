@@ -74,7 +74,7 @@ def pytest_runtest_makereport(
             servers += _session
         dirs = [s.base_dir for s in servers if s.base_dir is not None]
         if dirs:
-            text = "\n".join(f"logs kept in {d / 'logs'} (all of it: {d})" for d in dirs)
+            text = "\n".join(f"kept for this failure: {d} (logs in {d / 'logs'})" for d in dirs)
             report.sections.append(("Ceph RGW", text))
     return report
 

@@ -76,6 +76,6 @@ def test_ceph_directory_kept_only_for_a_failed_test_and_named(tmp_path):
     kept = dirs / "test_fails"
     assert (kept / "logs").is_dir()
     # in the failure's own section, and in the run's summary
-    assert f"logs kept in {kept / 'logs'}" in proc.stdout
+    assert f"kept for this failure: {kept} (logs in {kept / 'logs'})" in proc.stdout
     assert "Ceph RGW directories kept (a test failed)" in proc.stdout
     assert proc.stdout.count(str(kept)) >= 2
