@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
@@ -42,7 +42,8 @@ from s3kv.errors import (
 )
 from s3kv.integrity import Buffer
 from s3kv.report import TransferReport
-from s3kv.stores.base import MultipartUpload, ObjectInfo, PutOptions, Store
+from s3kv.stores.base import ObjectInfo, PutOptions, Store
+from s3kv.vllm._stores import ForwardingStore
 
 T = TypeVar("T")
 
@@ -202,17 +203,17 @@ def _outcome(error: BaseException) -> str:
     return "error"
 
 
-class MeteredStore(Store):
+class MeteredStore(ForwardingStore):
     """The tier's store, counting each GET, PUT and HEAD by outcome, and retries.
 
     A retry is recognised as a request for an (operation, key) whose previous request
-    failed transiently: s3kv's retry loops re-send exactly that.
+    failed transiently: s3kv's retry loops re-send exactly that. Listing, deletes and
+    copies are not metered: the tier sends none.
     """
 
     def __init__(self, inner: Store, meter: TierMeter) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.meter = meter
-        self.name = inner.name
         self._failed: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._failed_lock = threading.Lock()
 
@@ -275,9 +276,6 @@ class MeteredStore(Store):
             lambda info: "ok" if info is not None else "not_found",
         )
 
-    def can_submit(self, size: int) -> bool:
-        return self.inner.can_submit(size)
-
     def submit_put(
         self,
         key: str,
@@ -307,26 +305,6 @@ class MeteredStore(Store):
             done(info, error)
 
         self.inner.submit_get_into(key, buffer, finished)
-
-    # -- the rest, unmetered (the tier never lists, deletes or copies) ---------------------
-
-    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
-        return self.inner.list(prefix, start_after=start_after)
-
-    def delete_many(self, keys: Sequence[str]) -> dict[str, str]:
-        return self.inner.delete_many(keys)
-
-    def copy_from(self, source: Store, source_key: str, key: str) -> bool:
-        return self.inner.copy_from(source, source_key, key)
-
-    def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUpload]:
-        return self.inner.list_multipart_uploads(prefix)
-
-    def abort_multipart_upload(self, upload: MultipartUpload) -> None:
-        self.inner.abort_multipart_upload(upload)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class MeteredDownloader(Downloader):

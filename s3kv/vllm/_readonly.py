@@ -18,7 +18,7 @@ from vllm.v1.kv_offload.tiering.backpressure import BackpressureDetector, DropSt
 from vllm.v1.kv_offload.tiering.base import JobResult, TransferJob
 
 from s3kv.downloader import Downloader
-from s3kv.errors import ManifestMismatchError, ManifestMissingError
+from s3kv.errors import AccessDeniedError, ManifestMismatchError, ManifestMissingError, S3KVError
 
 
 class ReadOnlyDetector(BackpressureDetector):  # type: ignore[misc]
@@ -65,15 +65,27 @@ class SkippedStores:
 
 def check_manifest(downloader: Downloader, *, tier_type: str) -> None:
     """The manifest must exist and hash to the namespace's digest (read, never written)."""
-    where = downloader.url_for(downloader.keys.config_key())
+    key = downloader.keys.config_key()
+    where = downloader.url_for(key)
+    missing = ManifestMissingError(
+        f"read-only s3kv tier {tier_type!r}: {where} does not exist. A read-only tier "
+        "never writes the manifest; start the producer's tier (or `s3kv push`) on this "
+        "location first, and check that both use the same model, dtype, tokens_per_hash, "
+        "blocks_per_chunk and layer names (they name the folder)"
+    )
     try:
         downloader.verify_manifest()
     except ManifestMissingError:
-        raise ManifestMissingError(
-            f"read-only s3kv tier {tier_type!r}: {where} does not exist. A read-only tier "
-            "never writes the manifest; start the producer's tier (or `s3kv push`) on this "
-            "location first, and check that both use the same model, dtype, "
-            "tokens_per_hash, blocks_per_chunk and layer names (they name the folder)"
-        ) from None
+        raise missing from None
     except ManifestMismatchError as exc:
         raise ManifestMismatchError(f"read-only s3kv tier {tier_type!r}: {exc}") from None
+    except AccessDeniedError as exc:
+        # S3 answers 403 for a missing key to whoever may not list it; the reader
+        # policy may list the prefix, so a listing tells "missing" from "forbidden".
+        try:
+            listed = any(info.key == key for info in downloader.store.list(key))
+        except S3KVError:
+            listed = True
+        if not listed:
+            raise missing from None
+        raise AccessDeniedError(f"read-only s3kv tier {tier_type!r}: {exc}") from None

@@ -48,6 +48,7 @@ from s3kv.vllm._metrics import (
 from s3kv.vllm._readonly import ReadOnlyDetector, SkippedStores, check_manifest
 from s3kv.vllm._runner import Finished, JobRunner
 from s3kv.vllm._selfcheck import check_namespace
+from s3kv.vllm._stores import DeniedHeadIsAbsent
 
 if TYPE_CHECKING:
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
@@ -128,7 +129,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             self.namespace,
             concurrency=lookup_threads,
             presence_cache=self.downloader.presence,
-            **common,
+            **{**common, "store": DeniedHeadIsAbsent(self.store)},
         )
         self._prober = prober
         if read_only:
