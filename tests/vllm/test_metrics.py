@@ -65,20 +65,22 @@ def test_a_scrape_shows_what_the_tier_did(
     moto_server: str, bucket: str, s3_client: Any
 ) -> None:
     entry = managed.s3_entry(f"s3://{bucket}/team/kv", endpoint_url=moto_server)
-    keys = harness.keys(4, start=40)
+    keys = harness.keys(5, start=40)
     with managed.manager_with(entry) as manager:
         prom, registry = _prometheus(manager.secondary_tiers[0]._offloading_spec.extra_config)
         tier = manager.secondary_tiers[0]
         payload = managed.store(manager, keys, seed=1)
-        # damage one block behind s3kv's back, keeping its recorded checksum
-        object_key = tier.uploader.keys.key_for(keys[3])
-        meta = s3_client.head_object(Bucket=bucket, Key=object_key)["Metadata"]
-        s3_client.put_object(Bucket=bucket, Key=object_key, Metadata=meta,
-                             Body=bytes(harness.ROW_BYTES))
+        # damage two blocks behind s3kv's back, keeping their recorded checksums: one
+        # changed in place, one cut short
+        for key, body in ((keys[3], bytes(harness.ROW_BYTES)), (keys[4], b"short")):
+            object_key = tier.uploader.keys.key_for(key)
+            meta = s3_client.head_object(Bucket=bucket, Key=object_key)["Metadata"]
+            s3_client.put_object(Bucket=bucket, Key=object_key, Metadata=meta, Body=body)
         verdicts, loaded = managed.load(manager, keys[:3], req="r1")
         assert verdicts == [LookupResult.HIT] * 3  # answered by the presence cache
         assert loaded is not None and np.array_equal(loaded, payload[:3])
-        assert managed.load(manager, keys[3:], req="r2")[0] == [LookupResult.MISS]
+        assert managed.load(manager, keys[3:4], req="r2")[0] == [LookupResult.MISS]
+        assert managed.load(manager, keys[4:], req="r2b")[0] == [LookupResult.MISS]
         absent = harness.keys(2, start=4000)
         assert managed.load(manager, absent, req="r3")[0] == [LookupResult.MISS] * 2
         stats = manager.get_stats()
@@ -92,25 +94,27 @@ def test_a_scrape_shows_what_the_tier_did(
         return _series(scrape, f"vllm:kv_offload_s3kv_{name}", tier=TIER, **labels)
 
     row = harness.ROW_BYTES
-    assert s3kv("requests_total", operation="put", outcome="created") == 5  # 4 + manifest
+    assert s3kv("requests_total", operation="put", outcome="created") == 6  # 5 + manifest
     assert s3kv("requests_total", operation="get", outcome="not_found") == 1  # no manifest yet
     # 3 blocks, the tampered one twice, and the manifest once each by the load and
     # lookup sides (checked before their first read)
     assert s3kv("requests_total", operation="get", outcome="ok") == 7
+    assert s3kv("requests_total", operation="get", outcome="size_mismatch") == 1
     assert s3kv("requests_total", operation="head", outcome="not_found") == 2
-    assert s3kv("blocks_total", operation="store", outcome="done") == 4
+    assert s3kv("blocks_total", operation="store", outcome="done") == 5
     assert s3kv("blocks_total", operation="load", outcome="done") == 3
-    assert s3kv("blocks_total", operation="load", outcome="failed") == 1
-    assert s3kv("bytes_total", operation="store") == 4 * row
+    assert s3kv("blocks_total", operation="load", outcome="failed") == 2
+    assert s3kv("bytes_total", operation="store") == 5 * row
     assert s3kv("bytes_total", operation="load") == 3 * row
     assert s3kv("integrity_failures_total", kind="checksum") == 2  # the read and the re-read
+    assert s3kv("integrity_failures_total", kind="size") == 1  # refused before any byte lands
     assert s3kv("lookup_heads_total") == 2
-    assert s3kv("lookup_cache_answers_total") == 4
+    assert s3kv("lookup_cache_answers_total") == 5
     assert s3kv("transfer_seconds_count", operation="store", outcome="ok") == 1
     assert s3kv("transfer_seconds_count", operation="load", outcome="ok") == 1
-    assert s3kv("transfer_seconds_count", operation="load", outcome="failed") == 1
+    assert s3kv("transfer_seconds_count", operation="load", outcome="failed") == 2
     # vLLM's own tier series carry the same tier label, so the two join
-    assert _series(scrape, "vllm:kv_offload_tiering_write_bytes_total", tier=TIER) == 4 * row
+    assert _series(scrape, "vllm:kv_offload_tiering_write_bytes_total", tier=TIER) == 5 * row
     assert "# TYPE vllm:kv_offload_s3kv_transfer_seconds histogram" in scrape
 
 
