@@ -220,6 +220,8 @@ class MeteredStore(ForwardingStore):
     # -- accounting -----------------------------------------------------------------------
 
     def _starting(self, operation: str, key: str) -> None:
+        if not self._failed:  # the common case: nothing is waiting to be retried
+            return
         with self._failed_lock:
             retry = (operation, key) in self._failed
             if retry:
