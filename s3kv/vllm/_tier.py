@@ -117,8 +117,9 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         lookup_threads = max(4, c // 4)
         # One client for stores, loads and lookups; its pool holds all their requests.
         pool = self.settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
-        self.store = MeteredStore(open_store(location, pool), self.metrics)
-        common: dict[str, Any] = {"settings": self.settings, "style": style, "store": self.store}
+        self.store = open_store(location, pool)
+        metered = MeteredStore(self.store, self.metrics)  # every request goes through it
+        common: dict[str, Any] = {"settings": self.settings, "style": style, "store": metered}
         self.uploader = Uploader(location, self.namespace, concurrency=c, **common)
         self.downloader = MeteredDownloader(
             location, self.namespace, concurrency=c, meter=self.metrics, **common
@@ -129,7 +130,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             self.namespace,
             concurrency=lookup_threads,
             presence_cache=self.downloader.presence,
-            **{**common, "store": DeniedHeadIsAbsent(self.store)},
+            **{**common, "store": DeniedHeadIsAbsent(metered)},
         )
         self._prober = prober
         if read_only:
