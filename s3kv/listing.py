@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from s3kv.errors import ManifestError, NotAnS3KVKeyError, ObjectNotFoundError
 from s3kv.location import Location
+from s3kv.manifest import MAX_MANIFEST_BYTES
 from s3kv.namespace import CONFIG_FILENAME, Namespace
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.retry import with_retries
@@ -81,11 +82,25 @@ class Manifest:
     the folder's digest); empty when it is sound."""
 
 
-def read_manifest(store: Store, prefix: str, folder: str, settings: S3Settings) -> Manifest | None:
-    """The manifest of ``folder`` under ``prefix``, checked against the folder; None if absent."""
-    key = manifest_key(prefix, folder)
+def read_capped(store: Store, key: str, settings: S3Settings) -> bytes:
+    """A manifest's bytes, at most one more than :data:`MAX_MANIFEST_BYTES`.
+
+    Every manifest read goes through here: one byte past the cap is enough for the parser
+    to refuse an oversized object, and a 100 MB one never reaches memory.
+    """
+    return with_retries(
+        lambda: store.get_range(key, start=0, end=MAX_MANIFEST_BYTES + 1), settings
+    )
+
+
+def read_manifest(
+    store: Store, prefix: str, folder: str, settings: S3Settings, *, key: str | None = None
+) -> Manifest | None:
+    """The manifest of ``folder`` under ``prefix`` (or at ``key`` as listed), checked
+    against the folder; None if absent."""
+    key = key or manifest_key(prefix, folder)
     try:
-        data, _ = with_retries(lambda: store.get(key), settings)
+        data = read_capped(store, key, settings)
     except ObjectNotFoundError:
         return None
     return Manifest(key, data, *check_manifest(data, folder))

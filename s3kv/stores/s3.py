@@ -21,7 +21,7 @@ from s3kv.errors import SizeMismatchError, TransientStoreError
 from s3kv.integrity import METADATA_KEY, Buffer, Checksum
 from s3kv.settings import S3Settings
 from s3kv.stores.base import DELETE_BATCH, MultipartUpload, ObjectInfo, PutOptions, Store
-from s3kv.stores.errors import is_already_exists, translated
+from s3kv.stores.errors import error_code, is_already_exists, translated
 from s3kv.stores.trace import trace_botocore, trace_enabled
 
 
@@ -109,7 +109,14 @@ class S3Store(Store):
         where = self._where(key)
         spec = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
         with translated("GET", where):
-            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=spec)
+            try:
+                resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=spec)
+            except ClientError as exc:
+                # S3 answers 416 for a range starting at or past the end (any range of an
+                # empty object); a directory's read returns no bytes: so do we.
+                if error_code(exc) in ("InvalidRange", "416"):
+                    return b""
+                raise
             data: bytes = resp["Body"].read()
         return data
 
