@@ -68,7 +68,9 @@ def parse_location(text: str | os.PathLike[str]) -> Location:
     if not isinstance(text, str) or not text:
         raise InvalidLocationError(f"a location is required: {_FORMS}")
     if "\x00" in text:
-        raise InvalidLocationError(f"{describe_value(text)}: a location cannot hold a NUL character")
+        raise InvalidLocationError(
+            f"{describe_value(text)}: a location cannot hold a NUL character"
+        )
     scheme = _SCHEME.match(text)
     if scheme is None:
         return Location(bucket=None, prefix="", path=Path(text).expanduser().absolute())

@@ -32,7 +32,9 @@ MAX_NUMBER_CHARS = 100
 """Characters allowed in one JSON number (Python refuses ints past 4,300 digits)."""
 
 
-def parse_manifest(data: bytes | bytearray | memoryview | str | Mapping[str, Any]) -> dict[str, Any]:
+def parse_manifest(
+    data: bytes | bytearray | memoryview | str | Mapping[str, Any],
+) -> dict[str, Any]:
     """The fields of a manifest, parsed strictly; :class:`ManifestError` if unacceptable."""
     if isinstance(data, Mapping):
         fields = dict(data)
@@ -48,12 +50,12 @@ def parse_manifest(data: bytes | bytearray | memoryview | str | Mapping[str, Any
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ManifestError(f"manifest is not UTF-8: {exc.reason} at byte {exc.start}") from None
+            raise ManifestError(
+                f"manifest is not UTF-8: {exc.reason} at byte {exc.start}"
+            ) from None
         loaded = _loads(text)
         if not isinstance(loaded, dict):
-            raise ManifestError(
-                f"manifest must be a JSON object; got {_json_type(loaded)}"
-            )
+            raise ManifestError(f"manifest must be a JSON object; got {_json_type(loaded)}")
         fields = loaded
     _check_shape(fields)
     return fields
@@ -93,13 +95,17 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _int(text: str) -> int:
     if len(text) > MAX_NUMBER_CHARS:
-        raise ManifestError(f"manifest holds a number of {len(text)} digits (most: {MAX_NUMBER_CHARS})")
+        raise ManifestError(
+            f"manifest holds a number of {len(text)} digits (most: {MAX_NUMBER_CHARS})"
+        )
     return int(text)
 
 
 def _float(text: str) -> float:
     if len(text) > MAX_NUMBER_CHARS:
-        raise ManifestError(f"manifest holds a number of {len(text)} characters (most: {MAX_NUMBER_CHARS})")
+        raise ManifestError(
+            f"manifest holds a number of {len(text)} characters (most: {MAX_NUMBER_CHARS})"
+        )
     value = float(text)
     if not math.isfinite(value):
         raise ManifestError(f"manifest holds {text[:40]!r}, which is not a finite number")
@@ -122,15 +128,17 @@ def _check_shape(fields: dict[str, Any]) -> None:
                 for name in value:
                     if not isinstance(name, str):
                         raise ManifestError(f"manifest field name {name!r} is not a string")
-                children = value.values()
+                children: list[Any] = list(value.values())
             else:
-                children = value
+                children = list(value)
             stack.extend((child, depth + 1) for child in children)
         elif isinstance(value, bool) or value is None or isinstance(value, str):
             continue
         elif isinstance(value, int):
             if value.bit_length() > MAX_NUMBER_CHARS * 3.33:
-                raise ManifestError(f"manifest holds an integer of more than {MAX_NUMBER_CHARS} digits")
+                raise ManifestError(
+                    f"manifest holds an integer of more than {MAX_NUMBER_CHARS} digits"
+                )
         elif isinstance(value, float):
             if not math.isfinite(value):
                 raise ManifestError(f"manifest holds {value}, which is not a finite number")

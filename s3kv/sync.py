@@ -109,10 +109,12 @@ class SyncReport:
 
     @property
     def ok(self) -> bool:
-        """No block failed and no namespace was left out for want of a sound manifest."""
+        """No block failed, no key was refused as stray, and no namespace was left out for
+        want of a sound manifest."""
         return (
             self.failed == 0
             and self.skipped == 0
+            and self.stray_keys == 0
             and all(n.manifest not in ("invalid", "conflict") for n in self.namespaces)
         )
 
