@@ -28,6 +28,7 @@ from s3kv.listing import (
     SortedPresence,
     check_manifest,
     manifest_key,
+    read_capped,
     read_manifest,
     root_of,
     walk,
@@ -277,7 +278,7 @@ class _Sync:
         )
         if created:
             return "copied", ""
-        existing, _ = with_retries(lambda: self.dst.get(key), self.settings)
+        existing = read_capped(self.dst, key, self.settings)
         if existing == data:
             return "present", ""
         theirs, problem = check_manifest(existing, folder)
