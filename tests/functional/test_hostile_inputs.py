@@ -40,12 +40,16 @@ def test_a_hostile_manifest_is_a_manifest_error_for_uploader_and_downloader(
 ) -> None:
     backend.raw_put(config_key(backend), data)
     key = make_offload_key(os.urandom(32), 0)
-    with Downloader(backend.location, NS, settings=backend.settings) as down:
-        with pytest.raises(ManifestError):
-            down.lookup([key])
-    with Uploader(backend.location, NS, settings=backend.settings) as up:
-        with pytest.raises(ManifestError):
-            up.put_blocks({key: b"x" * 64})
+    with (
+        Downloader(backend.location, NS, settings=backend.settings) as down,
+        pytest.raises(ManifestError),
+    ):
+        down.lookup([key])
+    with (
+        Uploader(backend.location, NS, settings=backend.settings) as up,
+        pytest.raises(ManifestError),
+    ):
+        up.put_blocks({key: b"x" * 64})
 
 
 def test_an_oversized_manifest_is_refused_reading_at_most_the_cap(backend: Backend) -> None:
@@ -67,9 +71,11 @@ def test_an_oversized_manifest_is_refused_reading_at_most_the_cap(backend: Backe
 
 def test_an_empty_manifest_object_is_invalid_not_a_store_error(backend: Backend) -> None:
     backend.raw_put(config_key(backend), b"")
-    with Downloader(backend.location, NS, settings=backend.settings) as down:
-        with pytest.raises(ManifestError, match="not valid JSON"):
-            down.verify_manifest()
+    with (
+        Downloader(backend.location, NS, settings=backend.settings) as down,
+        pytest.raises(ManifestError, match="not valid JSON"),
+    ):
+        down.verify_manifest()
 
 
 class FailingDeletes:
@@ -97,7 +103,9 @@ def test_gc_keeps_a_manifest_until_every_block_delete_is_confirmed(
     stuck = mapper.key_for(keys[1])
     real_open = gc_module.open_store
     monkeypatch.setattr(
-        gc_module, "open_store", lambda loc, settings: FailingDeletes(real_open(loc, settings), {stuck})
+        gc_module,
+        "open_store",
+        lambda loc, settings: FailingDeletes(real_open(loc, settings), {stuck}),
     )
     later = datetime.now(timezone.utc) + timedelta(hours=1)
     report = gc(

@@ -109,7 +109,9 @@ def test_well_formed_locations() -> None:
     assert parse_location("rel/dir").path == Path.cwd() / "rel" / "dir"
 
 
-def test_uploader_refuses_a_malformed_s3_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_uploader_refuses_a_malformed_s3_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from s3kv import Uploader
 
     monkeypatch.chdir(tmp_path)
@@ -146,7 +148,8 @@ def test_gc_refuses_ages_no_clock_can_hold(tmp_path: Path) -> None:
     [
         (["ls", "s3://bkt/kv", "--profile", "nosuchprofile"], "nosuchprofile"),
         (["ls", "s3://bkt/kv", "--endpoint-url", "http://[::1"], "endpoint_url"),
-        (["gc", "DIR", "--older-than", "1d", "--abort-uploads-older-than", "9" * 20 + "w"], "range"),
+        (["gc", "DIR", "--older-than", "1d", "--abort-uploads-older-than", "9" * 20 + "w"],
+         "range"),
         (["gc", "DIR", "--older-than", "9" * 400], "too long"),
         (["gc", "DIR", "--max-bytes", "9" * 400 + "GiB"], "too large"),
         (["push", "DIR", "s3:/x"], "s3://"),
