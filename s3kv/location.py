@@ -73,7 +73,14 @@ def parse_location(text: str | os.PathLike[str]) -> Location:
         )
     scheme = _SCHEME.match(text)
     if scheme is None:
-        return Location(bucket=None, prefix="", path=Path(text).expanduser().absolute())
+        try:
+            path = Path(text).expanduser()
+        except RuntimeError:  # "~name" of no known user
+            raise InvalidLocationError(
+                f"{describe_value(text)}: no home directory for {text.split('/')[0]!r}; "
+                "write ./NAME for a directory whose name starts with '~'"
+            ) from None
+        return Location(bucket=None, prefix="", path=path.absolute())
     if scheme["scheme"].lower() != "s3":
         raise InvalidLocationError(
             f"{describe_value(text)}: unsupported scheme {scheme['scheme']!r}; use "

@@ -14,6 +14,7 @@ Exit codes (also in ``s3kv --help``):
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Sequence
 
@@ -22,6 +23,13 @@ from s3kv.cli.app import build_parser, run
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``s3kv`` console script."""
+    for stream in (sys.stdout, sys.stderr):
+        # argv and directory names may hold bytes that are not UTF-8 (as surrogates):
+        # print them back as they came rather than fail in the middle of a report.
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(
+                errors="surrogateescape" if stream is sys.stdout else "backslashreplace"
+            )
     parser = build_parser()
     args = parser.parse_args(argv)
     return run(parser, args)

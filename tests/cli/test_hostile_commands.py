@@ -107,8 +107,9 @@ def test_pull_fails_when_keys_were_refused(
 ) -> None:
     for key in ("team/kv/../evil.bin", "team/kv/notes.txt", "team/kv/x\\y"):
         client.put_object(Bucket=bucket, Key=key, Body=b"evil")
-    pull = s3kv("pull", f"s3://{bucket}/team/kv", str(tmp_path / "dst"), "--endpoint-url",
-                moto_server)
+    pull = s3kv(
+        "pull", f"s3://{bucket}/team/kv", str(tmp_path / "dst"), "--endpoint-url", moto_server
+    )
     no_traceback(pull)
     assert pull.returncode == 1
     assert "3 key(s) outside the vLLM layout were refused" in pull.stdout
@@ -173,8 +174,17 @@ def test_flags_that_used_to_crash_exit_2(tmp_path: Path) -> None:
     cases = [
         (("ls", "s3://bkt/kv", "--profile", "nosuchprofile"), "nosuchprofile"),
         (("ls", "s3://bkt/kv", "--endpoint-url", "http://[::1"), "not a valid URL"),
-        (("gc", str(tmp_path), "--older-than", "1d", "--abort-uploads-older-than",
-          "99999999999999999999w"), "out of range"),
+        (
+            (
+                "gc",
+                str(tmp_path),
+                "--older-than",
+                "1d",
+                "--abort-uploads-older-than",
+                "99999999999999999999w",
+            ),
+            "out of range",
+        ),
     ]
     for argv, says in cases:
         proc = s3kv(*argv)

@@ -125,7 +125,10 @@ def test_gc_keeps_a_manifest_until_every_block_delete_is_confirmed(
     # Once the block goes, the manifest goes with it.
     monkeypatch.undo()
     report = gc(
-        backend.location, older_than=0, delete_empty_manifests=True, now=later,
+        backend.location,
+        older_than=0,
+        delete_empty_manifests=True,
+        now=later,
         settings=backend.settings,
     )
     assert (report.blocks_deleted, report.manifests_deleted, report.ok) == (1, 1, True)

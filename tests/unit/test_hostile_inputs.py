@@ -148,15 +148,20 @@ def test_gc_refuses_ages_no_clock_can_hold(tmp_path: Path) -> None:
     [
         (["ls", "s3://bkt/kv", "--profile", "nosuchprofile"], "nosuchprofile"),
         (["ls", "s3://bkt/kv", "--endpoint-url", "http://[::1"], "endpoint_url"),
-        (["gc", "DIR", "--older-than", "1d", "--abort-uploads-older-than", "9" * 20 + "w"],
-         "range"),
+        (
+            ["gc", "DIR", "--older-than", "1d", "--abort-uploads-older-than", "9" * 20 + "w"],
+            "range",
+        ),
         (["gc", "DIR", "--older-than", "9" * 400], "too long"),
         (["gc", "DIR", "--max-bytes", "9" * 400 + "GiB"], "too large"),
         (["push", "DIR", "s3:/x"], "s3://"),
     ],
 )
 def test_cli_refuses_without_a_traceback(
-    argv: list[str], names: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    names: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
