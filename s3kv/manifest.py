@@ -51,7 +51,7 @@ def parse_manifest(
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ManifestError(
-                f"manifest is not UTF-8: {exc.reason} at byte {exc.start}"
+                f"manifest is not valid JSON: not UTF-8 ({exc.reason} at byte {exc.start})"
             ) from None
         loaded = _loads(text)
         if not isinstance(loaded, dict):
