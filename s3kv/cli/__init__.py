@@ -3,7 +3,8 @@
 Exit codes (also in ``s3kv --help``):
 
 * 0  success
-* 1  the command ran and found problems (verify findings, blocks that failed to transfer)
+* 1  the command ran and found problems (verify findings, blocks that failed to transfer,
+     an unreadable manifest, keys refused as stray)
 * 2  bad usage or invalid input (flags, locations, namespaces, keys)
 * 3  not found (bucket, manifest, directory)
 * 4  access denied

@@ -69,7 +69,7 @@ TIMEOUT_HINT = (
 def no_answer(operation: str, where: str, endpoint: str, seconds: float) -> TransientStoreError:
     """A request the endpoint never answered: name the endpoint and the settings to change."""
     return TransientStoreError(
-        f"{operation} {where}: no answer from {endpoint} within {seconds:g}s; check "
+        f"{operation} {where}: no answer from {endpoint} within {seconds:.1f}s; check "
         "--endpoint-url, or raise S3KV_CONNECT_TIMEOUT/S3KV_READ_TIMEOUT (seconds)"
     )
 

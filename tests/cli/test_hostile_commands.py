@@ -167,7 +167,7 @@ def test_an_endpoint_that_never_answers_fails_within_the_timeouts(
     assert proc.returncode == 5, proc.stderr
     assert silent_endpoint.removeprefix("http://") in proc.stderr
     assert "S3KV_READ_TIMEOUT" in proc.stderr and "AWS_ERROR" not in proc.stderr
-    assert elapsed < 20, f"{elapsed:.1f}s"
+    assert elapsed < 45, f"{elapsed:.1f}s"  # includes process start on a loaded machine
 
 
 def test_flags_that_used_to_crash_exit_2(tmp_path: Path) -> None:
