@@ -164,6 +164,12 @@ class S3Settings(BaseModel):
 
 def _check_endpoint(url: str) -> None:
     """A URL botocore and awscrt can connect to: a host, a valid port, nothing else odd."""
+    if "@" in url.partition("://")[2].partition("/")[0]:
+        # Not echoed: the part before "@" may be a password.
+        raise ValueError(
+            "endpoint_url must not hold a user name or password; give credentials through "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --profile"
+        )
     try:
         parts = urlsplit(url)
         port = parts.port

@@ -130,6 +130,9 @@ def test_endpoint_urls_python_cannot_parse_are_settings_errors() -> None:
         with pytest.raises(SettingsError, match="endpoint_url"):
             S3Settings.resolve(env={}, endpoint_url=url)
     assert S3Settings.resolve(env={}, endpoint_url="http://[::1]:9000").endpoint_url
+    with pytest.raises(SettingsError, match="user name or password") as caught:
+        S3Settings.resolve(env={}, endpoint_url="http://key:hunter2@minio:99999")
+    assert "hunter2" not in str(caught.value)
 
 
 def test_gc_refuses_ages_no_clock_can_hold(tmp_path: Path) -> None:
