@@ -45,6 +45,9 @@ JSON = st.recursive(
 )
 SOUND = json.loads(Namespace(model_name="m", tokens_per_hash=16, dtype="bfloat16").manifest_bytes())
 
+pytestmark = pytest.mark.unit
+
+
 
 def refused_or_parsed(data: Any) -> None:
     try:

@@ -15,6 +15,9 @@ from s3kv.location import parse_location
 from s3kv.manifest import MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, parse_manifest
 from s3kv.settings import S3Settings
 
+pytestmark = pytest.mark.unit
+
+
 
 def good_manifest() -> bytes:
     return Namespace(model_name="m/x", tokens_per_hash=16, dtype="bfloat16").manifest_bytes()
