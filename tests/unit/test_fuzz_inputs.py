@@ -23,6 +23,8 @@ from s3kv.location import Location, parse_location
 from s3kv.manifest import parse_manifest
 from s3kv.parse import ParsedKey, parse_key
 
+pytestmark = pytest.mark.unit
+
 FAST = settings(max_examples=300, deadline=None)
 EXIT_CODES = {0, 1, 2, 3, 4, 5, 6}
 
@@ -44,9 +46,6 @@ JSON = st.recursive(
     max_leaves=40,
 )
 SOUND = json.loads(Namespace(model_name="m", tokens_per_hash=16, dtype="bfloat16").manifest_bytes())
-
-pytestmark = pytest.mark.unit
-
 
 
 def refused_or_parsed(data: Any) -> None:

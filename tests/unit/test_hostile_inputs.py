@@ -18,7 +18,6 @@ from s3kv.settings import S3Settings
 pytestmark = pytest.mark.unit
 
 
-
 def good_manifest() -> bytes:
     return Namespace(model_name="m/x", tokens_per_hash=16, dtype="bfloat16").manifest_bytes()
 
