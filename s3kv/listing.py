@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from s3kv.errors import ManifestError, NotAnS3KVKeyError, ObjectNotFoundError
+from s3kv.keys import KeyStyle
 from s3kv.location import Location
+from s3kv.manifest import MAX_MANIFEST_BYTES
 from s3kv.namespace import CONFIG_FILENAME, Namespace
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.retry import with_retries
@@ -65,8 +67,9 @@ def walk(store: Store, location: Location, *, exact_prefix: bool) -> Iterator[En
         yield Entry(info, parsed)
 
 
-def manifest_key(prefix: str, folder: str) -> str:
-    return f"{root_of(prefix)}{folder}/{CONFIG_FILENAME}"
+def manifest_key(prefix: str, folder: str, *, style: KeyStyle = "s3kv") -> str:
+    root = root_of(prefix) + ("/" if style == "vllm-obj" else "")
+    return f"{root}{folder}/{CONFIG_FILENAME}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +84,33 @@ class Manifest:
     the folder's digest); empty when it is sound."""
 
 
-def read_manifest(store: Store, prefix: str, folder: str, settings: S3Settings) -> Manifest | None:
-    """The manifest of ``folder`` under ``prefix``, checked against the folder; None if absent."""
-    key = manifest_key(prefix, folder)
-    try:
-        data, _ = with_retries(lambda: store.get(key), settings)
-    except ObjectNotFoundError:
-        return None
-    return Manifest(key, data, *check_manifest(data, folder))
+def read_capped(store: Store, key: str, settings: S3Settings) -> bytes:
+    """A manifest's bytes, at most one more than :data:`MAX_MANIFEST_BYTES`.
+
+    Every manifest read goes through here: one byte past the cap is enough for the parser
+    to refuse an oversized object, and a 100 MB one never reaches memory.
+    """
+    return with_retries(lambda: store.get_range(key, start=0, end=MAX_MANIFEST_BYTES + 1), settings)
+
+
+def read_manifest(
+    store: Store, prefix: str, folder: str, settings: S3Settings, *, key: str | None = None
+) -> Manifest | None:
+    """The manifest of ``folder`` under ``prefix``, checked against the folder; None if
+    absent. Without ``key``: ``prefix/folder/config.json``, else the object-store style
+    ``prefix//folder/config.json`` (``parse_key`` accepts both, so both are read)."""
+    candidates = (
+        [key]
+        if key
+        else [manifest_key(prefix, folder), manifest_key(prefix, folder, style="vllm-obj")]
+    )
+    for candidate in candidates:
+        try:
+            data = read_capped(store, candidate, settings)
+        except ObjectNotFoundError:
+            continue
+        return Manifest(candidate, data, *check_manifest(data, folder))
+    return None
 
 
 def check_manifest(data: bytes, folder: str) -> tuple[Namespace | None, str]:

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from s3kv.errors import InvalidNamespaceError, ManifestError, describe_value
+from s3kv.manifest import parse_manifest
 
 DIGEST_LENGTH = 12
 """Hex characters of the sha256 that name a namespace folder (vLLM's _BASE_PATH_HASH_LEN)."""
@@ -205,10 +206,13 @@ class Namespace(BaseModel):
     def from_manifest(cls, data: bytes | str | Mapping[str, Any], *, rank: int = 0) -> Namespace:
         """Rebuild a namespace from a ``config.json`` (bytes, text or parsed dict).
 
+        Parsed strictly and bounded (:mod:`s3kv.manifest`): anything unacceptable raises
+        :class:`s3kv.ManifestError`.
+
         Fields unknown to vLLM 0.33.0 (from a newer vLLM) are kept in ``extra_fields`` and
         hashed, so the digest matches the folder the newer vLLM wrote.
         """
-        fields = _parse_manifest(data)
+        fields = parse_manifest(data)
         missing = [name for name in _BASE_FIELDS if name not in fields]
         if missing:
             raise ManifestError(
@@ -373,18 +377,6 @@ def _groups_from(groups: Any) -> tuple[KVCacheGroup, ...]:
         except ValidationError as exc:
             raise InvalidNamespaceError(f"kv_cache_groups[{i}]: {_explain(exc)}") from None
     return tuple(out)
-
-
-def _parse_manifest(data: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(data, Mapping):
-        return dict(data)
-    try:
-        fields = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"manifest is not valid JSON: {exc}") from None
-    if not isinstance(fields, dict):
-        raise ManifestError(f"manifest must be a JSON object; got {type(fields).__name__}")
-    return fields
 
 
 def _explain(exc: ValidationError) -> str:

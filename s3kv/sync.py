@@ -28,6 +28,7 @@ from s3kv.listing import (
     SortedPresence,
     check_manifest,
     manifest_key,
+    read_capped,
     read_manifest,
     root_of,
     walk,
@@ -109,10 +110,12 @@ class SyncReport:
 
     @property
     def ok(self) -> bool:
-        """No block failed and no namespace was left out for want of a sound manifest."""
+        """No block failed, no key was refused as stray, and no namespace was left out for
+        want of a sound manifest."""
         return (
             self.failed == 0
             and self.skipped == 0
+            and self.stray_keys == 0
             and all(n.manifest not in ("invalid", "conflict") for n in self.namespaces)
         )
 
@@ -275,7 +278,7 @@ class _Sync:
         )
         if created:
             return "copied", ""
-        existing, _ = with_retries(lambda: self.dst.get(key), self.settings)
+        existing = read_capped(self.dst, key, self.settings)
         if existing == data:
             return "present", ""
         theirs, problem = check_manifest(existing, folder)

@@ -10,9 +10,9 @@ from typing import Any, TypeAlias
 
 from s3kv.errors import InvalidInputError, InvalidKeyError, ManifestError, ObjectNotFoundError
 from s3kv.keys import KeyMapper, KeyStyle, make_offload_key
+from s3kv.listing import read_capped
 from s3kv.location import Location, parse_location
 from s3kv.namespace import Namespace
-from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import Store, open_store
 
@@ -66,7 +66,7 @@ class Transfer:
         """The namespace the stored ``config.json`` describes; None if there is none."""
         key = self.keys.config_key()
         try:
-            data, _ = with_retries(lambda: self.store.get(key), self.settings)
+            data = read_capped(self.store, key, self.settings)
         except ObjectNotFoundError:
             return None
         try:

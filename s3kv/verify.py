@@ -74,7 +74,8 @@ class _Rank:
 
 @dataclass
 class _Namespace:
-    manifest: bool = False
+    manifests: list[str] = field(default_factory=list)
+    """Manifest keys as listed (both key styles may hold one)."""
     blocks: int = 0
     ranks: dict[int, _Rank] = field(default_factory=dict)
 
@@ -126,7 +127,7 @@ class _Verify:
                     continue
                 ns = spaces.setdefault((parsed.prefix, parsed.folder), _Namespace())
                 if parsed.kind == "manifest":
-                    ns.manifest = True
+                    ns.manifests.append(entry.info.key)
                     continue
                 assert parsed.rank is not None
                 blocks += 1
@@ -158,14 +159,15 @@ class _Verify:
 
     def _check_namespace(self, prefix: str, folder: str, ns: _Namespace) -> None:
         where = f"{prefix}/{folder}" if prefix else folder
-        if ns.manifest:
-            manifest = read_manifest(self.store, prefix, folder, self.settings)
+        # Each manifest as listed: the key pull would read is one of them.
+        for key in ns.manifests:
+            manifest = read_manifest(self.store, prefix, folder, self.settings, key=key)
             if manifest is not None and manifest.problem:
                 kind: FindingKind = (
                     "manifest-invalid" if manifest.namespace is None else "manifest-mismatch"
                 )
                 self.add(kind, manifest.key, manifest.problem)
-        elif ns.blocks:
+        if not ns.manifests and ns.blocks:
             self.add(
                 "orphan",
                 where,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable
 from typing import TypeVar
@@ -24,7 +25,10 @@ def parse_duration(text: str) -> float:
         raise InvalidInputError(
             f"{text!r} is not a duration; use a number and a unit: 30s, 30m, 12h, 7d, 2w"
         )
-    return float(match[1]) * _SECONDS[(match[2] or "s").lower()]
+    seconds = float(match[1]) * _SECONDS[(match[2] or "s").lower()]
+    if not math.isfinite(seconds):
+        raise InvalidInputError(f"{text!r} is too long a duration; use e.g. 30d or 2w")
+    return seconds
 
 
 def parse_size(text: str) -> int:
@@ -35,7 +39,10 @@ def parse_size(text: str) -> int:
             f"{text!r} is not a size; use a number and a unit: 500GiB, 10G, 1.5TB, 4096"
         )
     base = 1024 if match[3] else 1000
-    return int(float(match[1]) * base ** _POWERS[match[2].lower()])
+    size = float(match[1]) * base ** _POWERS[match[2].lower()]
+    if not math.isfinite(size):
+        raise InvalidInputError(f"{text!r} is too large a size; use e.g. 500GiB or 10T")
+    return int(size)
 
 
 def format_bytes(n: float) -> str:
