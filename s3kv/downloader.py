@@ -15,7 +15,6 @@ from s3kv.errors import (
     ManifestMismatchError,
     ManifestMissingError,
     ObjectNotFoundError,
-    S3KVError,
     SizeMismatchError,
     TransientStoreError,
 )

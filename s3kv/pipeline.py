@@ -24,6 +24,7 @@ from s3kv.jobs import BlockResult, TransferJob
 from s3kv.retry import backoff_delay
 from s3kv.settings import S3Settings
 
+
 class Done:
     """One attempt's completion: call it once with ``(result, None)`` or ``(None, error)``.
 
@@ -32,7 +33,7 @@ class Done:
     failed: no callback can strand a job.
     """
 
-    __slots__ = ("_fn", "_called")
+    __slots__ = ("_called", "_fn")
 
     def __init__(self, fn: Callable[[BlockResult | None, BaseException | None], None]) -> None:
         self._fn = fn
