@@ -131,7 +131,7 @@ class LocalStore(Store):
         try:
             parent = self._open_folders(folders)
         except OSError as exc:
-            raise from_os_error(exc, "write", str(path)) from None
+            raise from_os_error(exc, "write", str(path)) from exc
         tmp = f"{name}_{secrets.token_hex(8)}{TMP_SUFFIX}"
         try:
             if options.create_only and _exists(name, parent):
@@ -147,7 +147,7 @@ class LocalStore(Store):
                 raise StoreError(f"write {path}: short write ({written} of {len(view)} bytes)")
             return self._publish(tmp, name, parent, options.create_only)
         except OSError as exc:
-            raise from_os_error(exc, "write", str(path)) from None
+            raise from_os_error(exc, "write", str(path)) from exc
         finally:
             _discard(tmp, parent)  # never raises: the cause above is what the caller sees
             os.close(parent)

@@ -180,3 +180,34 @@ def test_a_closed_transfer_refuses_work(backend: Backend) -> None:
         with pytest.raises(ClosedError):
             call()
     up.close()  # closing twice is harmless
+
+
+# -- points 2 and 10: a directory's writes fail with their cause, and stay inside -------
+
+
+def test_local_writes_fail_with_their_cause_and_never_leave_the_root(tmp_path) -> None:
+    from s3kv import StoreError
+    from s3kv.stores import LocalStore, PutOptions
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    store = LocalStore(root)
+    outside.mkdir()
+    root.mkdir()
+    (root / "file").write_bytes(b"in the way")
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    (root / "ok").mkdir()
+    (root / "ok" / "b.bin").symlink_to(outside / "b.bin")
+    cases = {
+        "m" * 300 + "/a.bin": "too long",
+        "file/a.bin": "not a directory",
+        "link/a.bin": "symlink",
+        "link/deeper/a.bin": "symlink",
+    }
+    for key, cause in cases.items():
+        with pytest.raises(StoreError, match=cause):
+            store.put(key, b"data", PutOptions())
+    # a symlink where the block goes counts as present: never written through
+    assert store.put("ok/b.bin", b"data", PutOptions()) is False
+    assert list(outside.iterdir()) == []
+    assert not [p for p in root.rglob("*.tmp")]
+    assert store.put("ok/c.bin", b"data", PutOptions()) is True
