@@ -160,20 +160,14 @@ class LocalStore(Store):
         no write lands outside the root. The root itself may be a symlink (the caller
         named it).
         """
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root, _FOLDER_FLAGS & ~os.O_NOFOLLOW)
+        try:
+            fd = os.open(self.root, _FOLDER_FLAGS & ~os.O_NOFOLLOW)
+        except FileNotFoundError:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root, _FOLDER_FLAGS & ~os.O_NOFOLLOW)
         try:
             for folder in folders:
-                try:
-                    os.mkdir(folder, 0o777, dir_fd=fd)
-                except FileExistsError:
-                    pass
-                try:
-                    child = os.open(folder, _FOLDER_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink(folder, fd):
-                        exc.errno = errno.ELOOP  # name it as what it is
-                    raise
+                child = _open_folder(folder, fd)
                 os.close(fd)
                 fd = child
         except BaseException:
@@ -218,6 +212,25 @@ def temp_target(key: str) -> str | None:
     if not sep or not target or not _TOKEN.fullmatch(token):
         return None
     return target
+
+
+def _open_folder(name: str, parent: int) -> int:
+    """Open (making it if missing) folder ``name`` of ``parent``, never through a symlink."""
+    for made in (False, True):
+        try:
+            return os.open(name, _FOLDER_FLAGS, dir_fd=parent)
+        except FileNotFoundError:
+            if made:
+                raise
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink(name, parent):
+                exc.errno = errno.ELOOP  # name it as what it is
+            raise
+        try:
+            os.mkdir(name, 0o777, dir_fd=parent)
+        except FileExistsError:
+            pass  # made meanwhile by another writer
+    raise AssertionError("unreachable")
 
 
 def _exists(name: str, parent: int) -> bool:
