@@ -17,6 +17,10 @@ block delete of the namespace must have been confirmed, so a failed delete keeps
 manifest (else the surviving block would be an orphan that ``pull`` skips).
 ``blocks_deleted`` and ``bytes_freed`` count confirmed deletes only; failures are listed.
 Incomplete multipart uploads older than ``uploads_older_than`` seconds are aborted.
+
+Temp files of writes that died between write and rename (``<block>.bin_<token>.tmp``,
+older than :data:`~s3kv.listing.STALE_TEMP_SECONDS`) are never data: every run removes
+them, whatever the age or budget asked for. Younger ones are writes in progress.
 """
 
 from __future__ import annotations
@@ -28,11 +32,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from s3kv.errors import InvalidInputError, S3KVError
-from s3kv.listing import Entry, list_root, walk
+from s3kv.listing import STALE_TEMP_SECONDS, Entry, list_root, walk
 from s3kv.location import Location, parse_location
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
-from s3kv.stores import MultipartUpload, Store, open_store
+from s3kv.stores import LocalStore, MultipartUpload, Store, open_store
 from s3kv.stores.base import DELETE_BATCH
 
 DEFAULT_UPLOADS_OLDER_THAN = 24 * 3600.0
@@ -55,6 +59,10 @@ class GCReport:
     seconds: float = 0.0
     stray_keys: int = 0
     delete_requests: int = 0
+    temp_files_deleted: int = 0
+    unverified: int = 0
+    """Blocks kept with no recorded checksum, as far as the listing tells (as ``s3kv
+    ls``): every block in a directory, on S3 those of namespaces without a manifest."""
 
     @property
     def ok(self) -> bool:
@@ -116,6 +124,8 @@ class _GC:
         self.deleted = self.freed = 0
         self.undeleted: Counter[str] = Counter()
         """Blocks per namespace folder whose delete failed: they are still there."""
+        self.collect_temps = False  # only in the deleting pass
+        self.temps = 0
 
     def blocks(self) -> Iterator[tuple[Entry, float]]:
         """(entry, age in seconds) of every block; counts stray keys and manifests."""
@@ -123,7 +133,12 @@ class _GC:
         self.manifests: dict[str, str] = {}
         for entry in walk(self.store, self.loc, exact_prefix=True):
             parsed = entry.parsed
-            if parsed is None:
+            if parsed is None and entry.temp:
+                when = entry.info.last_modified or self.now
+                if self.collect_temps and (self.now - when).total_seconds() > STALE_TEMP_SECONDS:
+                    self.temps += 1
+                    self._delete(entry.info.key)
+            elif parsed is None:
                 self.stray += 1
             elif parsed.kind == "manifest":
                 self.manifests[parsed.folder] = entry.info.key
@@ -142,6 +157,7 @@ class _GC:
         cutoff_minute, cutoff_quota = self._budget(older_than, max_bytes)
         kept = kept_bytes = 0
         left: Counter[str] = Counter()
+        self.collect_temps = True
         for entry, age in self.blocks():
             assert entry.parsed is not None
             minute = self._minute(entry)
@@ -181,6 +197,12 @@ class _GC:
             seconds=time.perf_counter() - started,
             stray_keys=self.stray,
             delete_requests=self.requests,
+            temp_files_deleted=self.temps,
+            unverified=sum(
+                n
+                for folder, n in left.items()
+                if isinstance(self.store, LocalStore) or folder not in self.manifests
+            ),
         )
 
     def _minute(self, entry: Entry) -> int:

@@ -8,7 +8,7 @@ else is a *stray* key: counted, shown, never copied, never turned into a path.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from s3kv.errors import ManifestError, NotAnS3KVKeyError, ObjectNotFoundError
@@ -20,9 +20,13 @@ from s3kv.parse import ParsedKey, parse_key
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import ObjectInfo, Store
+from s3kv.stores.local import temp_target
 
 MAX_EXAMPLES = 100
 """Stray keys (and similar) shown by name in a report; the rest are only counted."""
+STALE_TEMP_SECONDS = 15 * 60
+"""A temp file of a write (``<block>.bin_<token>.tmp``) older than this belongs to a
+write that died between write and rename: no write of one block takes this long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,10 @@ class Entry:
     info: ObjectInfo
     parsed: ParsedKey | None
     reason: str = ""
+    temp: bool = False
+    """Not a stray: a temp file of a write in progress, or of one that died before its
+    rename (``parsed`` is None). Never copied; ``verify`` names stale ones, ``gc``
+    removes them."""
 
 
 def root_of(prefix: str) -> str:
@@ -54,7 +62,7 @@ def walk(store: Store, location: Location, *, exact_prefix: bool) -> Iterator[En
         try:
             parsed = parse_key(info.key)
         except NotAnS3KVKeyError as exc:
-            yield Entry(info, None, str(exc))
+            yield Entry(info, None, str(exc), temp=_is_temp(info.key))
             continue
         if exact_prefix and parsed.prefix != location.prefix:
             yield Entry(
@@ -65,6 +73,25 @@ def walk(store: Store, location: Location, *, exact_prefix: bool) -> Iterator[En
             )
             continue
         yield Entry(info, parsed)
+
+
+def _is_temp(key: str) -> bool:
+    target = temp_target(key)
+    if target is None:
+        return False
+    try:
+        parse_key(target)
+    except NotAnS3KVKeyError:
+        return False
+    return True
+
+
+def usual_size(sizes: Mapping[int, int]) -> int | None:
+    """The block size of a namespace and rank from ``{size: count}`` of its blocks: the
+    most common one (the CPU row stride); on a tie the larger (a short object is the
+    usual corruption). 0-byte blocks never count (no block is empty); None if no other."""
+    counted = [(n, size) for size, n in sizes.items() if size > 0]
+    return max(counted)[1] if counted else None
 
 
 def manifest_key(prefix: str, folder: str, *, style: KeyStyle = "s3kv") -> str:

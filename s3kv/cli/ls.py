@@ -42,13 +42,15 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     inv = inventory(args.location, settings=settings_from_args(args))
     if args.json:
-        print(json.dumps(asdict(inv), indent=2, sort_keys=True, default=str))
+        data = asdict(inv)
+        data["unverified"] = inv.unverified
+        print(json.dumps(data, indent=2, sort_keys=True, default=str))
     else:
         for line in render(inv):
             print(line)
     summary(
-        f"ls: {len(inv.namespaces)} namespaces, {inv.blocks} blocks, {format_bytes(inv.bytes)}, "
-        f"{inv.stray_keys} stray keys at {inv.location}",
+        f"ls: {len(inv.namespaces)} namespaces, {inv.blocks} blocks ({inv.unverified} "
+        f"unverified), {format_bytes(inv.bytes)}, {inv.stray_keys} stray keys at {inv.location}",
         json_mode=args.json,
     )
     return 0

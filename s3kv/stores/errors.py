@@ -149,6 +149,21 @@ def from_os_error(exc: OSError, operation: str, where: str) -> StoreError:
         return AccessDeniedError(f"{operation} {where}: permission denied")
     if exc.errno == errno.ENOSPC:
         return StoreError(f"{operation} {where}: no space left on device; free space or gc")
+    if exc.errno == errno.ENAMETOOLONG:
+        return StoreError(
+            f"{operation} {where}: a file or folder name is too long for this filesystem "
+            "(most allow 255 bytes per name)"
+        )
+    if exc.errno == errno.ENOTDIR:
+        return StoreError(
+            f"{operation} {where}: a file is in the way of a folder (not a directory); "
+            "move it aside"
+        )
+    if exc.errno == errno.ELOOP:
+        return StoreError(
+            f"{operation} {where}: a symlink is in the way of a folder; s3kv writes only "
+            "under the destination's real path and never follows a symlink inside it"
+        )
     return StoreError(f"{operation} {where}: {exc.strerror or exc}")
 
 

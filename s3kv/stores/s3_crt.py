@@ -304,14 +304,17 @@ class CrtS3Store(S3Store):
         def on_body(chunk: bytes, offset: int, **_: Any) -> None:
             chunks.append(chunk)
 
-        self._request(
-            "GET",
-            key,
-            "GetObject",
-            on_headers=on_headers,
-            on_body=on_body,
-            kind=s3.S3RequestType.GET_OBJECT,
-        )
+        try:
+            self._request(
+                "GET",
+                key,
+                "GetObject",
+                on_headers=on_headers,
+                on_body=on_body,
+                kind=s3.S3RequestType.GET_OBJECT,
+            )
+        except _EmptyObject:
+            return b"", ObjectInfo(key=key, size=0)  # its callers judge an empty object
         data = b"".join(chunks)
         if len(data) != answer.size:
             raise TransientStoreError(
@@ -342,6 +345,10 @@ class CrtS3Store(S3Store):
 
 class _AlreadyExists(StoreError):
     """412 on a create-only PUT (internal: put returns False)."""
+
+
+class _EmptyObject(StoreError):
+    """416 on a GET_OBJECT: its ranged first part found a 0-byte object (Ceph RGW)."""
 
 
 class _Answer:
@@ -433,6 +440,8 @@ def _translate(exc: s3.S3ResponseError, method: str, where: str) -> StoreError:
     code = _error_code(body)
     if status == 412:
         return _AlreadyExists(f"{method} {where}: already exists")
+    if status == 416 and method == "GET":
+        return _EmptyObject(f"{method} {where}: the object is 0 bytes")
     if status == 404:
         if code == "NoSuchBucket":
             return BucketNotFoundError(
