@@ -137,7 +137,7 @@ class _GC:
                 when = entry.info.last_modified or self.now
                 if self.collect_temps and (self.now - when).total_seconds() > STALE_TEMP_SECONDS:
                     self.temps += 1
-                    self._delete(entry.info.key)
+                    self._delete(entry.info.key, "", entry.info.size)
             elif parsed is None:
                 self.stray += 1
             elif parsed.kind == "manifest":

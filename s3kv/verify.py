@@ -157,7 +157,7 @@ class _Verify:
         if not self.deep:
             unrecorded = isinstance(self.store, LocalStore)  # a directory records none
             self.unverified = sum(
-                ns.blocks for ns in spaces.values() if unrecorded or not ns.manifest
+                ns.blocks for ns in spaces.values() if unrecorded or not ns.manifests
             )
         return VerifyReport(
             location=self.loc.url,
