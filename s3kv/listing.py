@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from s3kv.errors import ManifestError, NotAnS3KVKeyError, ObjectNotFoundError
 from s3kv.location import Location
-from s3kv.namespace import CONFIG_FILENAME, Namespace
+from s3kv.keys import join_prefix, manifest_path
+from s3kv.namespace import Namespace
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
@@ -33,12 +34,12 @@ class Entry:
 
 
 def root_of(prefix: str) -> str:
-    """What precedes a namespace folder in keys written under ``prefix`` (s3kv style)."""
-    return f"{prefix}/" if prefix else ""
+    """What precedes a namespace folder in keys written under ``prefix``."""
+    return join_prefix(prefix, "")
 
 
 def list_root(location: Location) -> str:
-    """The listing prefix of a location: its prefix and a ``/`` (both key styles)."""
+    """The listing prefix of a location: its prefix and a ``/``."""
     return root_of(location.prefix)
 
 
@@ -66,7 +67,7 @@ def walk(store: Store, location: Location, *, exact_prefix: bool) -> Iterator[En
 
 
 def manifest_key(prefix: str, folder: str) -> str:
-    return f"{root_of(prefix)}{folder}/{CONFIG_FILENAME}"
+    return join_prefix(prefix, manifest_path(folder))
 
 
 @dataclass(frozen=True, slots=True)
