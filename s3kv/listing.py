@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from s3kv.errors import ManifestError, NotAnS3KVKeyError, ObjectNotFoundError
-from s3kv.location import Location
 from s3kv.keys import join_prefix, manifest_path
+from s3kv.location import Location
 from s3kv.namespace import Namespace
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.retry import with_retries
