@@ -37,7 +37,12 @@ _BASE_FIELDS = (
     "kv_cache_groups",
     "inference_engine",
 )
-_OPTIONAL_FIELDS = ("parallel_agnostic", "replicated_layout", "canonical_format")
+_OPTIONAL_FIELDS = (
+    "parallel_agnostic",
+    "replicated_layout",
+    "canonical_format",
+    "storage_format",
+)
 _KNOWN_FIELDS = frozenset(_BASE_FIELDS + _OPTIONAL_FIELDS)
 
 
@@ -81,6 +86,8 @@ class Namespace(BaseModel):
     parallel_agnostic: bool = False
     replicated_layout: bool = False
     canonical_format: str | None = Field(default=None, min_length=1)
+    storage_format: str | None = Field(default=None, min_length=1)
+    """vLLM's development branch hashes ``offloading_spec.storage_format`` (when not None)."""
     extra_fields: Mapping[str, Any] = Field(default_factory=dict)
     """Hashed fields unknown to vLLM 0.33.0, kept from a newer vLLM's manifest."""
 
@@ -148,6 +155,8 @@ class Namespace(BaseModel):
             fields["replicated_layout"] = True
         if self.canonical_format is not None:
             fields["canonical_format"] = self.canonical_format
+        if self.storage_format is not None:
+            fields["storage_format"] = self.storage_format
         fields.update(self.extra_fields)
         return fields
 
@@ -218,6 +227,7 @@ class Namespace(BaseModel):
             parallel_agnostic=agnostic,
             replicated_layout=replicated,
             canonical_format=fields.get("canonical_format"),
+            storage_format=fields.get("storage_format"),
             extra_fields={k: v for k, v in fields.items() if k not in _KNOWN_FIELDS},
         )
         try:
@@ -235,14 +245,26 @@ class Namespace(BaseModel):
 
     @classmethod
     def from_vllm_config(
-        cls, config: Any, *, blocks_per_file: int = 1, parallel_agnostic: bool = False
+        cls,
+        config: Any,
+        *,
+        blocks_per_file: int = 1,
+        parallel_agnostic: bool = False,
+        storage_format: str | None = None,
     ) -> Namespace:
         """From vLLM's normalised ``OffloadingConfig``, as ``FileMapper.from_offloading_spec``.
 
         Duck-typed: reads ``model.name``, ``model.dtype``, ``cache.tokens_per_hash``,
         ``groups[i].tokens_per_block``/``layer_names``, ``parallel.*``,
-        ``replicated_layout``, ``canonical_layout`` and ``kv_cache_layout``.
+        ``replicated_layout``, ``canonical_layout`` and ``kv_cache_layout``. ``config`` may
+        also be the ``OffloadingSpec`` holding it (``spec.config``): its
+        ``storage_format``, when it has one and ``storage_format`` is not given, is hashed
+        as vLLM's development branch does (only when not None).
         """
+        if hasattr(config, "config") and not hasattr(config, "model"):
+            if storage_format is None:
+                storage_format = getattr(config, "storage_format", None)
+            config = config.config
         try:
             parallel = config.parallel
             groups = [
@@ -273,6 +295,7 @@ class Namespace(BaseModel):
                 and bool(parallel.is_parallelism_agnostic or replicated),
                 replicated_layout=parallel_agnostic and replicated,
                 canonical_format=canonical_format,
+                storage_format=storage_format,
             )
         except AttributeError as exc:
             raise InvalidNamespaceError(

@@ -1,4 +1,4 @@
-"""Durations (``7d``, ``12h``, ``30m``) and sizes (``500GiB``, ``10G``, ``1.5TB``) as flags."""
+"""Durations (``7d``, ``30m``) and sizes (``500GiB``, ``1.5TB``): read from flags, written out."""
 
 from __future__ import annotations
 
@@ -44,6 +44,25 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
+
+
+def format_age(seconds: float) -> str:
+    """A duration in the units the flags take: ``45s``, ``12m``, ``5h``, ``3d``, ``6w``."""
+    seconds = max(seconds, 0.0)  # a clock ahead of the store's is not a negative age
+    for unit, limit in (("s", 90), ("m", 90 * 60), ("h", 48 * 3600), ("d", 14 * 86400)):
+        if seconds < limit:
+            return f"{seconds / _SECONDS[unit]:.0f}{unit}"
+    return f"{seconds / _SECONDS['w']:.0f}w"
+
+
+def elide_middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters by replacing its middle with ``...``."""
+    if len(text) <= width:
+        return text
+    if width <= 3:
+        return text[:width]
+    tail = (width - 3) // 2
+    return text[: width - 3 - tail] + "..." + text[len(text) - tail :]
 
 
 def flag_type(parse: Callable[[str], T]) -> Callable[[str], T]:
