@@ -2,7 +2,8 @@
 
     .venv-vllm/bin/python bench/bench_vllm_tier.py                      # moto, RGW HTTP + TLS
     .venv-vllm/bin/python bench/bench_vllm_tier.py --servers rgw-http --runs 5
-    .venv/bin/python bench/bench_vllm_tier.py --plot docs/img/bench_vllm_tier.json
+    .venv/bin/python bench/bench_vllm_tier.py --redraw docs/img/vllm-tier.json
+    .venv/bin/python bench/bench_vllm_tier.py --table docs/img/vllm-tier.json
 
 Two tiers, each built by vLLM's own ``SecondaryTierFactory`` with a real
 ``TieringOffloadingSpec``: ``s3kv.vllm.S3TierManager`` and vLLM 0.33.0's
@@ -23,8 +24,8 @@ medians over ``--runs``.
 Servers: moto's S3 server in its own process, Ceph RGW 16 (tests/servers/rgw.py) over
 HTTP and over TLS. On RGW the obj tier gets ``AWS_REQUEST_CHECKSUM_CALCULATION=
 when_required`` (without it RGW 16 answers its uploads 411); s3kv needs nothing.
-Results also go to ``--json`` (and ``--png`` when matplotlib is installed: the ``bench``
-extra).
+Results also go to ``--json`` and, where matplotlib is installed (the ``bench`` extra),
+a chart to ``--chart``.
 """
 
 from __future__ import annotations
@@ -288,37 +289,57 @@ def servers(names: list[str]) -> Iterator[dict[str, Server]]:
             rgw.stop()
 
 
-def plot(doc: dict[str, Any], png: Path) -> None:
-    try:
-        import matplotlib
+def markdown(doc: dict[str, Any]) -> str:
+    """The results as the table in docs/vllm-tier.md."""
+    lines = [
+        "| server | block | tier | store MiB/s | load MiB/s | store CPU s/GiB | load CPU s/GiB "
+        "| lookup µs p50/p99/max | get_finished_jobs µs p50/p99/max |",
+        "|---|--:|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in doc["rows"]:
+        calls = r["calls_us"]
+        lines.append(
+            f"| {r['server']} | {r['block_bytes'] // KiB} KiB | {r['tier']} "
+            f"| {r['store_mib_s']:.0f} | {r['load_mib_s']:.0f} "
+            f"| {r['store_cpu_s_per_gib']:.2f} | {r['load_cpu_s_per_gib']:.2f} | "
+            + " | ".join(
+                "{p50:.0f} / {p99:.0f} / {max:.0f}".format(**calls[c])
+                for c in ("lookup", "get_finished_jobs")
+            )
+            + " |"
+        )
+    return "\n".join(lines)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install -e '.[bench]'): no chart")
-        return
-    rows = doc["rows"]
+
+def chart(doc: dict[str, Any], path: Path) -> Path:
+    """Store and load MiB/s per server and chunk size, s3kv's tier beside vLLM's obj tier."""
+    from _charts import figure, grouped_bars, save
+
+    rows, meta = doc["rows"], doc["meta"]
     names = [s for s in SERVERS if any(r["server"] == s for r in rows)]
-    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
-    width = 0.2
-    for ax, name in zip(axes[0], names, strict=True):
-        for i, (tier, what) in enumerate(
-            [(t, w) for w in ("store", "load") for t in TIERS]
-        ):
-            values = [next((r[f"{what}_mib_s"] for r in rows if r["server"] == name
-                            and r["tier"] == tier and r["block_bytes"] == size), 0)
-                      for size in SIZES]
-            ax.bar([x + (i - 1.5) * width for x in range(len(SIZES))], values, width,
-                   label=f"{tier} {what}", hatch="" if tier == "s3kv" else "//")
-        ax.set_xticks(range(len(SIZES)), [f"{s // KiB} KiB" for s in SIZES])
-        ax.set_title(name)
-        ax.set_ylabel("MiB/s (median)")
-    axes[0][0].legend(fontsize="small")
-    fig.suptitle("vLLM tier: s3kv vs vLLM's obj tier, "
-                 f"{doc['meta']['job_mib']} MiB jobs, {doc['meta']['threads']} I/O threads")
-    fig.tight_layout()
-    fig.savefig(png, dpi=100)
-    print(f"wrote {png}")
+    label = {"s3kv": "s3kv", "vllm-obj": "vLLM obj tier (NIXL)"}
+    fig, axes = figure(
+        title="vLLM tier: s3kv beside vLLM's own object-store tier (median MiB/s)",
+        footer=(
+            f"Measured: one store and one load job of {meta['job_mib']} MiB per run and tier, "
+            f"{meta['runs']} interleaved runs, {meta['threads']} I/O threads each, loads checked "
+            f"byte for byte; both tiers built by vLLM 0.33.0's SecondaryTierFactory.\n"
+            f"Machine: {meta['machine']}. Command: python {meta['command']}"
+        ),
+        nrows=2, ncols=len(names), size=(4.5 * len(names), 7.5),
+    )  # fmt: skip
+    for col, name in enumerate(names):
+        for row, what in enumerate(("store", "load")):
+            series = {
+                label[t]: [next((r[f"{what}_mib_s"] for r in rows if r["server"] == name
+                                 and r["tier"] == t and r["block_bytes"] == b), None)
+                           for b in SIZES]
+                for t in TIERS
+            }  # fmt: skip
+            grouped_bars(axes[row * len(names) + col], groups=[f"{b // KiB} KiB" for b in SIZES],
+                         series=series, ylabel=f"{what} MiB/s", title=f"{name}: {what}",
+                         legend=row == 0 and col == 0)  # fmt: skip
+    return save(fig, path, footer_lines=3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -328,12 +349,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="interleaved runs (median; >= 3)")
     p.add_argument("--job-mib", type=int, default=64, help="MiB per store or load job")
     p.add_argument("--threads", type=int, default=16, help="I/O threads of each tier")
-    p.add_argument("--json", type=Path, default=ROOT / "docs/img/bench_vllm_tier.json")
-    p.add_argument("--png", type=Path, default=ROOT / "docs/img/bench_vllm_tier.png")
-    p.add_argument("--plot", type=Path, metavar="JSON", help="only draw the chart of a JSON")
+    p.add_argument("--json", type=Path, default=ROOT / "docs/img/vllm-tier.json")
+    p.add_argument("--chart", type=Path, default=ROOT / "docs/img/vllm-tier.png")
+    p.add_argument("--redraw", type=Path, metavar="JSON", help="only draw --chart from a JSON")
+    p.add_argument("--table", type=Path, metavar="JSON", help="only print a JSON's table")
     args = p.parse_args(argv)
-    if args.plot:
-        plot(json.loads(args.plot.read_text()), args.png)
+    if args.redraw:
+        print(chart(json.loads(args.redraw.read_text()), args.chart))
+        return 0
+    if args.table:
+        print(markdown(json.loads(args.table.read_text())))
         return 0
     args.tiers = args.tiers.split(",")
     os.environ.update({"AWS_EC2_METADATA_DISABLED": "true", "AWS_REGION": "us-east-1"})
@@ -345,20 +370,26 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_server(found[name], args)
     from importlib import metadata
 
+    from _charts import machine
+
     doc = {
         "meta": {
             "command": "bench/bench_vllm_tier.py " + " ".join(argv or sys.argv[1:]),
             "job_mib": args.job_mib, "threads": args.threads, "runs": args.runs,
             "cpus": os.cpu_count(), "python": platform.python_version(),
             "versions": {n: metadata.version(n) for n in ("vllm", "nixl", "s3kv", "awscrt")},
-            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "machine": machine(),
         },
         "rows": rows,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.json}")
-    plot(doc, args.png)
+    try:
+        print(f"wrote {chart(doc, args.chart)}")
+    except ImportError:
+        print("no chart: matplotlib is not installed here (the bench extra); draw it with "
+              f"`.venv/bin/python bench/bench_vllm_tier.py --redraw {args.json}`")
     return 0
 
 
