@@ -216,7 +216,7 @@ class Bench:
 
 def bench_server(server: Server, args: argparse.Namespace) -> list[dict[str, Any]]:
     results = []
-    for row_bytes in SIZES:
+    for row_bytes in args.sizes:
         benches = [Bench(kind, server, row_bytes, args.job_mib * MiB, args.threads)
                    for kind in args.tiers]
         try:
@@ -346,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--servers", default=",".join(SERVERS))
     p.add_argument("--tiers", default=",".join(TIERS))
+    p.add_argument("--sizes", default=",".join(str(b // KiB) for b in SIZES),
+                   help="chunk sizes in KiB (default 256,1024,2048)")
     p.add_argument("--runs", type=int, default=3, help="interleaved runs (median; >= 3)")
     p.add_argument("--job-mib", type=int, default=64, help="MiB per store or load job")
     p.add_argument("--threads", type=int, default=16, help="I/O threads of each tier")
@@ -361,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(json.loads(args.table.read_text())))
         return 0
     args.tiers = args.tiers.split(",")
+    args.sizes = [int(k) * KiB for k in args.sizes.split(",")]
     os.environ.update({"AWS_EC2_METADATA_DISABLED": "true", "AWS_REGION": "us-east-1"})
     os.environ.pop("AWS_PROFILE", None)
     rows: list[dict[str, Any]] = []
