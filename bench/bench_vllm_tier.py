@@ -21,6 +21,11 @@ medians over ``--runs``.
 * Scheduler-side calls (lookup, on_schedule_end, submit_*, get_finished_jobs): p50, p99
   and max in microseconds, over all runs.
 
+As vLLM's ``EngineCore`` does after start-up, the heap is frozen (``freeze_gc_heap()``)
+once the tiers exist; ``--no-freeze`` leaves it, and then Python's full collections walk
+every torch and transformers object, on whichever thread (an awscrt callback of s3kv's
+tier, often) allocates: a third of s3kv's tier CPU at 2 MiB in a py-spy profile.
+
 Servers: moto's S3 server in its own process, Ceph RGW 16 (tests/servers/rgw.py) over
 HTTP and over TLS. On RGW the obj tier gets ``AWS_REQUEST_CHECKSUM_CALCULATION=
 when_required`` (without it RGW 16 answers its uploads 411); s3kv needs nothing.
@@ -219,6 +224,13 @@ def bench_server(server: Server, args: argparse.Namespace) -> list[dict[str, Any
     for row_bytes in args.sizes:
         benches = [Bench(kind, server, row_bytes, args.job_mib * MiB, args.threads)
                    for kind in args.tiers]
+        if not args.no_freeze:
+            # What vLLM's EngineCore does once its scheduler (and so its tiers) exist: the
+            # start-up heap leaves the GC's view. Without it every full collection walks
+            # torch's and transformers' objects, from whichever thread allocates.
+            from vllm.utils.gc_utils import freeze_gc_heap
+
+            freeze_gc_heap()
         try:
             benches[0].run(-1)  # warm-up (connections, first requests); not counted
             benches[0].mib_s = {"store": [], "load": []}
@@ -351,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="interleaved runs (median; >= 3)")
     p.add_argument("--job-mib", type=int, default=64, help="MiB per store or load job")
     p.add_argument("--threads", type=int, default=16, help="I/O threads of each tier")
+    p.add_argument("--no-freeze", action="store_true",
+                   help="skip vLLM's freeze_gc_heap() after building the tiers")
     p.add_argument("--json", type=Path, default=ROOT / "docs/img/vllm-tier.json")
     p.add_argument("--chart", type=Path, default=ROOT / "docs/img/vllm-tier.png")
     p.add_argument("--redraw", type=Path, metavar="JSON", help="only draw --chart from a JSON")
@@ -379,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         "meta": {
             "command": "bench/bench_vllm_tier.py " + " ".join(argv or sys.argv[1:]),
             "job_mib": args.job_mib, "threads": args.threads, "runs": args.runs,
+            "gc_freeze": not args.no_freeze,
             "cpus": os.cpu_count(), "python": platform.python_version(),
             "versions": {n: metadata.version(n) for n in ("vllm", "nixl", "s3kv", "awscrt")},
             "machine": machine(),
