@@ -305,8 +305,8 @@ def markdown(doc: dict[str, Any]) -> str:
     """The results as the table in docs/vllm-tier.md."""
     lines = [
         "| server | block | tier | store MiB/s | load MiB/s | store CPU s/GiB | load CPU s/GiB "
-        "| lookup µs p50/p99/max | get_finished_jobs µs p50/p99/max |",
-        "|---|--:|---|--:|--:|--:|--:|--:|--:|",
+        "| µs p50 / p99 / max: lookup | submit_store | submit_load | get_finished_jobs |",
+        "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in doc["rows"]:
         calls = r["calls_us"]
@@ -316,7 +316,7 @@ def markdown(doc: dict[str, Any]) -> str:
             f"| {r['store_cpu_s_per_gib']:.2f} | {r['load_cpu_s_per_gib']:.2f} | "
             + " | ".join(
                 "{p50:.0f} / {p99:.0f} / {max:.0f}".format(**calls[c])
-                for c in ("lookup", "get_finished_jobs")
+                for c in ("lookup", "submit_store", "submit_load", "get_finished_jobs")
             )
             + " |"
         )
