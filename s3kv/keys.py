@@ -60,8 +60,21 @@ def rank_folder(folder: str, rank: int) -> str:
 
 def block_file(offload_key: bytes) -> str:
     """``<hhh>/<hh>_g<group>/<hash>.bin``: a block's path below its rank folder."""
-    h = offload_key[:-GROUP_IDX_BYTES].hex()
-    return f"{h[:3]}/{h[3:5]}_g{int.from_bytes(offload_key[-GROUP_IDX_BYTES:], 'big')}/{h}.bin"
+    h = offload_key[:-4].hex()
+    g = _GROUP_PARTS.get(offload_key[-4:]) or _group_part(offload_key[-4:])
+    return f"{h[:3]}/{h[3:5]}{g}{h}.bin"
+
+
+# "_g<group>/" per 4-byte group suffix: vLLM has a handful of KV-cache groups, and the
+# int conversion is a third of block_file's time.
+_GROUP_PARTS: dict[bytes, str] = {}
+
+
+def _group_part(suffix: bytes) -> str:
+    part = f"_g{int.from_bytes(suffix, 'big')}/"
+    if len(_GROUP_PARTS) < 4096:
+        _GROUP_PARTS[suffix] = part
+    return part
 
 
 def block_path(folder: str, rank: int, offload_key: bytes) -> str:
@@ -160,13 +173,13 @@ class KeyMapper:
 
     def keys_for(self, offload_keys: Iterable[bytes]) -> list[str]:
         """:meth:`key_for` over many keys."""
-        base, top = self._base, self._max_key_bytes
+        base, top, file = self._base, self._max_key_bytes, block_file
         out: list[str] = []
         append = out.append
         for k in offload_keys:
             if type(k) is not bytes or not 7 <= len(k) <= top:
                 self._reject(k)
-            append(base + block_file(k))
+            append(base + file(k))
         return out
 
     def block_key(self, block_hash: bytes, group_idx: int = 0) -> str:
