@@ -43,7 +43,7 @@ class NamespaceSummary:
     manifest: bool
     manifest_problem: str = ""
     styles: tuple[str, ...] = ()
-    """Key styles seen: ``s3kv`` (vLLM's filesystem tier layout) and/or ``vllm-obj``."""
+    """Key styles seen: ``s3kv`` (vLLM's filesystem and object-store tiers store one layout)."""
     unverified: int = 0
     """Blocks with no recorded checksum as far as the listing tells (see the module)."""
 

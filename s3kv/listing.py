@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from s3kv.errors import ManifestError, NotAnS3KVKeyError, ObjectNotFoundError
-from s3kv.keys import KeyStyle
+from s3kv.keys import join_prefix, manifest_path
 from s3kv.location import Location
 from s3kv.manifest import MAX_MANIFEST_BYTES
-from s3kv.namespace import CONFIG_FILENAME, Namespace
+from s3kv.namespace import Namespace
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
@@ -43,12 +43,12 @@ class Entry:
 
 
 def root_of(prefix: str) -> str:
-    """What precedes a namespace folder in keys written under ``prefix`` (s3kv style)."""
-    return f"{prefix}/" if prefix else ""
+    """What precedes a namespace folder in keys written under ``prefix``."""
+    return join_prefix(prefix, "")
 
 
 def list_root(location: Location) -> str:
-    """The listing prefix of a location: its prefix and a ``/`` (both key styles)."""
+    """The listing prefix of a location: its prefix and a ``/``."""
     return root_of(location.prefix)
 
 
@@ -94,9 +94,8 @@ def usual_size(sizes: Mapping[int, int]) -> int | None:
     return max(counted)[1] if counted else None
 
 
-def manifest_key(prefix: str, folder: str, *, style: KeyStyle = "s3kv") -> str:
-    root = root_of(prefix) + ("/" if style == "vllm-obj" else "")
-    return f"{root}{folder}/{CONFIG_FILENAME}"
+def manifest_key(prefix: str, folder: str) -> str:
+    return join_prefix(prefix, manifest_path(folder))
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,20 +123,13 @@ def read_manifest(
     store: Store, prefix: str, folder: str, settings: S3Settings, *, key: str | None = None
 ) -> Manifest | None:
     """The manifest of ``folder`` under ``prefix``, checked against the folder; None if
-    absent. Without ``key``: ``prefix/folder/config.json``, else the object-store style
-    ``prefix//folder/config.json`` (``parse_key`` accepts both, so both are read)."""
-    candidates = (
-        [key]
-        if key
-        else [manifest_key(prefix, folder), manifest_key(prefix, folder, style="vllm-obj")]
-    )
-    for candidate in candidates:
-        try:
-            data = read_capped(store, candidate, settings)
-        except ObjectNotFoundError:
-            continue
-        return Manifest(candidate, data, *check_manifest(data, folder))
-    return None
+    absent. ``key`` defaults to ``prefix/folder/config.json``."""
+    key = key or manifest_key(prefix, folder)
+    try:
+        data = read_capped(store, key, settings)
+    except ObjectNotFoundError:
+        return None
+    return Manifest(key, data, *check_manifest(data, folder))
 
 
 def check_manifest(data: bytes, folder: str) -> tuple[Namespace | None, str]:

@@ -182,11 +182,6 @@ class Namespace(BaseModel):
         """``<model with "/" -> "_">_<digest>``: the namespace folder name."""
         return f"{self.safe_model_name}_{self._digest}"
 
-    @property
-    def rank_folder(self) -> str:
-        """``<folder>_r<rank>``: the folder holding this rank's blocks."""
-        return f"{self.folder}_r{self.rank}"
-
     def for_rank(self, rank: int) -> Namespace:
         """The same namespace seen from another rank (rank is not hashed)."""
         return self.model_copy_validated(rank=rank)

@@ -313,8 +313,7 @@ def _canonical(key: str) -> str | None:
         parsed = parse_key(key)
     except NotAnS3KVKeyError:
         return None
-    root = f"{PROOF_PREFIX}//" if parsed.style == "vllm-obj" else f"{PROOF_PREFIX}/"
-    return root + parsed.relative_path
+    return f"{PROOF_PREFIX}/{parsed.relative_path}"
 
 
 def _nothing_recorded(what: str) -> None:

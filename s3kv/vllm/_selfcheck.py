@@ -34,8 +34,9 @@ def namespace_differences(namespace: Namespace, file_mapper: Any) -> list[str]:
             problems.append(f"{name}: s3kv hashes {ours[name]!r}, vLLM does not")
         elif theirs[name] != ours[name]:
             problems.append(f"{name}: vLLM hashes {theirs[name]!r}, s3kv {ours[name]!r}")
-    # root_dir "" is the object-store tier's spelling without a prefix: "/<folder>...".
-    keys = KeyMapper(namespace, prefix="", style="vllm-obj")
+    # With root_dir "" FileMapper spells "/<folder>..."; s3kv's keys under no prefix are
+    # the same without the leading "/" (what vLLM's object-store tier stores, too).
+    keys = KeyMapper(namespace, prefix="")
     folder = str(file_mapper.base_path).rsplit("/", 1)[-1]
     if folder != namespace.folder:
         problems.append(f"folder: vLLM {folder!r}, s3kv {namespace.folder!r}")
@@ -43,8 +44,8 @@ def namespace_differences(namespace: Namespace, file_mapper: Any) -> list[str]:
         problems.append(f"rank: vLLM {file_mapper.rank}, s3kv {namespace.rank}")
     if not problems:
         pairs = [
-            ("manifest key", file_mapper.get_config_file_path(), keys.config_key()),
-            ("block key", file_mapper.get_file_name(_PROBE_KEY), keys.key_for(_PROBE_KEY)),
+            ("manifest key", file_mapper.get_config_file_path(), "/" + keys.config_key()),
+            ("block key", file_mapper.get_file_name(_PROBE_KEY), "/" + keys.key_for(_PROBE_KEY)),
         ]
         problems += [f"{what}: vLLM {a!r}, s3kv {b!r}" for what, a, b in pairs if a != b]
     return problems

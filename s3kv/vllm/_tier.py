@@ -3,7 +3,9 @@
 Keys are the filesystem tier's (``FileMapper`` with ``blocks_per_file =
 blocks_per_chunk`` and ``parallel_agnostic=True``) under the URL's prefix, so a cache
 pushed from vLLM's ``fs`` tier is found here and a cache pulled from here is found by
-it. ``style="vllm-obj"`` reads and writes vLLM's object-store tier keys instead.
+it. vLLM's object-store tier (``ObjectStoreSecondaryTierManager``) stores the same keys,
+so this tier and that one read each other's blocks; ``style="vllm-obj"`` is accepted as
+an alias of the default ``"s3kv"``.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ def png_size(path: Path) -> tuple[int, int]:
         ("bench_transfer.py", "transfer-moto"),
         ("bench_transfer.py", "transfer-rgw-http"),
         ("bench_transfer.py", "transfer-rgw-https"),
+        ("bench_vllm_tier.py", "vllm-tier"),
     ],
 )
 def test_committed_chart_redraws_from_its_json(tmp_path: Path, script: str, name: str) -> None:
