@@ -44,13 +44,14 @@ class Downloader(Transfer):
         self,
         *args: Any,
         require_manifest: bool = True,
-        lookup_fanout: int = 8,
+        lookup_fanout: int | None = None,
         presence_cache: PresenceCache | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.require_manifest = require_manifest
-        self.lookup_fanout = max(1, lookup_fanout)
+        # None: sized per chain so a lookup takes at most s3kv.lookup.ROUNDS round trips.
+        self.lookup_fanout = None if lookup_fanout is None else max(1, lookup_fanout)
         self.presence = presence_cache if presence_cache is not None else PresenceCache()
         self.last_lookup = LookupStats()
         self._manifest_checked = False
@@ -95,8 +96,8 @@ class Downloader(Transfer):
     def lookup(self, keys: Sequence[Any]) -> int:
         """How many leading blocks of the chain ``keys`` are stored (vLLM's prefix hits).
 
-        O(log n) round trips of concurrent HEADs; see :mod:`s3kv.lookup` for chains with
-        holes.
+        At most 3 round trips of concurrent HEADs (2,048 keys: at most 36 HEADs); see
+        :mod:`s3kv.lookup` for the fanout's cost and for chains with holes.
         """
         self._check_manifest()
         object_keys = [self.keys.key_for(offload_key_of(k)) for k in keys]
@@ -106,7 +107,7 @@ class Downloader(Transfer):
         def probe(positions: Sequence[int]) -> Sequence[bool]:
             return self._probe([object_keys[p] for p in positions])
 
-        result = prefix_length(len(object_keys), probe, fanout=self.lookup_fanout, stats=stats)
+        result = prefix_length(len(object_keys), probe, stats=stats, fanout=self.lookup_fanout)
         stats.requests = self._requests - sent_before
         self.last_lookup = stats
         return result
