@@ -111,7 +111,12 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         self._runner = JobRunner(
             rows, self.block_size_bytes, self.uploader, self.downloader, on_finished=self._remember
         )
-        self._lookup_manager = S3AsyncLookupManager(prober, tier_type)
+        windowed = [
+            g.group_id
+            for g in offloading_spec.config.groups
+            if g.sliding_window_size_in_chunks is not None
+        ]
+        self._lookup_manager = S3AsyncLookupManager(prober, tier_type, windowed_groups=windowed)
         logger.info(
             "s3kv tier %r: %s (%s keys, folder %s)",
             tier_type,
