@@ -7,7 +7,8 @@ Keep-alive connections work: request heads are found by ``Content-Length`` (a ch
 request body ends the parsing on that connection; lookups send none).
 
 It runs in its own process (asyncio), so it never competes with the measured client for
-the GIL; requests are counted per method in shared memory.
+the GIL; requests are counted per method in shared memory, with the most requests held
+at once (the client's concurrency, since the delay dominates a request's time).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class LatencyProxy:
         parts = urlsplit(upstream)
         self.delay_seconds = delay_seconds
         self._counts = multiprocessing.Array("q", len(METHODS))
+        self._peak = multiprocessing.Value("q", 0)
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         sock.listen(1024)
@@ -44,6 +46,7 @@ class LatencyProxy:
                 parts.port or 80,
                 delay_seconds,
                 self._counts,
+                self._peak,
             ),
             daemon=True,
         )
@@ -52,6 +55,12 @@ class LatencyProxy:
 
     def counts(self) -> dict[str, int]:
         return dict(zip(METHODS, self._counts[:]))
+
+    def peak_in_flight(self) -> int:
+        return int(self._peak.value)
+
+    def reset_peak(self) -> None:
+        self._peak.value = 0
 
     def close(self) -> None:
         if self._proc.is_alive():
@@ -71,8 +80,12 @@ def _serve(
     port: int,
     delay: float,
     counts: Any,  # multiprocessing.Array("q", ...)
+    peak: Any,  # multiprocessing.Value("q")
 ) -> None:
+    held = 0
+
     async def requests(reader: asyncio.StreamReader, up: asyncio.StreamWriter) -> None:
+        nonlocal held
         while True:
             try:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -91,7 +104,11 @@ def _serve(
                     length = int(value.strip())
                 elif name == b"transfer-encoding" and b"chunked" in value.lower():
                     chunked = True
+            held += 1
+            if held > peak.value:
+                peak.value = held
             await asyncio.sleep(delay)
+            held -= 1
             up.write(head)
             if chunked:  # no framing to follow: pass the rest through as is
                 while data := await reader.read(65536):
@@ -127,7 +144,13 @@ def _serve(
             with contextlib.suppress(OSError):
                 w.close()
 
+    def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        # A connection the client dropped mid-request leaves its task unreferenced.
+        if not str(context.get("message", "")).startswith("Task was destroyed"):
+            loop.default_exception_handler(context)
+
     async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(quiet)
         server = await asyncio.start_server(handle, sock=sock, limit=1 << 20, backlog=1024)
         async with server:
             await server.serve_forever()

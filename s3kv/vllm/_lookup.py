@@ -23,7 +23,11 @@ from vllm.v1.kv_offload.base import OffloadKey, ReqContext, get_offload_group_id
 from vllm.v1.kv_offload.tiering.async_lookup import AsyncLookupManager
 
 from s3kv.downloader import Downloader
-from s3kv.lookup import LookupStats, prefix_length
+from s3kv.lookup import LookupStats, fanout_for, prefix_length
+
+LOOKUP_THREADS = fanout_for(15_624)
+"""Threads for lookup HEADs: a whole search round at once (24, the fanout of chains up to
+15,624 blocks), so a round costs one round trip."""
 
 
 class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]

@@ -36,7 +36,7 @@ from s3kv.namespace import Namespace
 from s3kv.settings import S3Settings
 from s3kv.stores import open_store
 from s3kv.uploader import Uploader
-from s3kv.vllm._lookup import S3AsyncLookupManager
+from s3kv.vllm._lookup import LOOKUP_THREADS, S3AsyncLookupManager
 from s3kv.vllm._runner import Finished, JobRunner
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         self.settings = S3Settings.resolve(**settings)
         location = parse_location(url)
         c = self.settings.concurrency
-        lookup_threads = max(4, c // 4)
+        lookup_threads = max(LOOKUP_THREADS, c // 4)
         # One client for stores, loads and lookups; its pool holds all their requests.
         pool = self.settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
         self.store = open_store(location, pool)
