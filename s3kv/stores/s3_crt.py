@@ -1,7 +1,7 @@
 """The block data path on awscrt's native S3 client; boto3 keeps the control plane.
 
 Why: botocore spends about 1.4 ms of CPU per request (event hooks, signing, header
-parsing); s3kv on awscrt's client about 0.3 ms (see README, transfer benchmark). KV blocks are
+parsing); s3kv on awscrt's client about 0.3 ms (see docs/benchmarks.md, transfers). KV blocks are
 many small objects, so block PUT, GET and HEAD go through awscrt, while listing,
 deletes, multipart uploads, copies and tagging stay on boto3 (:class:`S3Store`).
 
