@@ -176,7 +176,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--json", type=Path, help="write every run here")
     p.add_argument("--chart", type=Path, help="PNG: HEADs against chain length (matplotlib)")
+    p.add_argument("--from-json", type=Path, help="print the table (and chart) of a past run")
     args = p.parse_args(argv)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        args.delay_ms, args.step_ms = saved["args"]["delay_ms"], saved["args"]["step_ms"]
+        args.repeat = saved["args"]["repeat"]
+        print(table(saved["rows"], args))
+        if args.chart:
+            chart(saved["rows"], args.chart, args.delay_ms)
+        return 0
     os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")  # NIXL on RGW
 
     from tests.vllm import harness as h

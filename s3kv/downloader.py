@@ -96,7 +96,7 @@ class Downloader(Transfer):
     def lookup(self, keys: Sequence[Any]) -> int:
         """How many leading blocks of the chain ``keys`` are stored (vLLM's prefix hits).
 
-        At most 3 round trips of concurrent HEADs (2,048 keys: at most 36 HEADs); see
+        At most 3 round trips of concurrent HEADs (2,048 keys: at most 38 HEADs); see
         :mod:`s3kv.lookup` for the fanout's cost and for chains with holes.
         """
         self._check_manifest()

@@ -4,9 +4,10 @@ vLLM stores a prompt's blocks in order, so presence along a chain is a prefix: p
 present, ..., absent, absent. Each round probes ``fanout`` evenly spaced positions of the
 unknown interval at once (k-ary search), which leaves ``1/(fanout + 1)`` of it unknown.
 The fanout is chosen so that ``ROUNDS`` rounds always suffice: the smallest ``f >=
-MIN_FANOUT`` with ``(f + 1) ** ROUNDS >= n + 1``. Cost: at most ``ROUNDS * f`` HEADs, about
-``3 * cbrt(n)``: 256 keys take 3 rounds of at most 8 HEADs, 2,048 keys 3 rounds of at most
-12 (36 HEADs), 8,192 keys 3 rounds of at most 20 (60 HEADs). Fewer rounds would cost
+MIN_FANOUT`` with ``(f + 1) ** ROUNDS >= n + 1``. The first round also probes both ends,
+so a chain stored whole or not at all is settled in one round. Cost: at most
+``ROUNDS * f + 2`` HEADs, about ``3 * cbrt(n)``: 256 keys take at most 26 HEADs, 2,048
+keys (fanout 12) at most 38, 8,192 keys (fanout 20) at most 62. Fewer rounds would cost
 many more requests (2 rounds of 2,048 keys: 44 per round); more rounds add a round trip
 of latency each for a few HEADs saved.
 
@@ -67,11 +68,17 @@ def prefix_length(
     lo, hi = present_below, n if absent_from is None else absent_from
     if fanout is None:
         fanout = fanout_for(max(0, hi - lo - 1))
+    first = True
     while hi - lo > 1:
         span = hi - lo - 1
         count = min(fanout, span)
-        positions = sorted({lo + 1 + (span * (i + 1)) // (count + 1) for i in range(count)})
-        positions = [p for p in positions if lo < p < hi] or [lo + 1]
+        chosen = {lo + 1 + (span * (i + 1)) // (count + 1) for i in range(count)}
+        if first:
+            # Nothing stored and everything stored are the common answers: settle them in
+            # one round for two more HEADs.
+            chosen |= {lo + 1, hi - 1}
+            first = False
+        positions = sorted(p for p in chosen if lo < p < hi) or [lo + 1]
         answers = probe(positions)
         stats.rounds += 1
         new_lo, new_hi = lo, hi

@@ -4,7 +4,7 @@ vLLM's scheduler (``_maximal_prefix_lookup`` in ``offloading/scheduler.py``) kee
 calling ``lookup`` past RETRY answers, so a new prompt's whole chain reaches
 ``batch_lookup`` at once, one call per request, in chain order. Presence along a chain
 is a prefix, so :func:`s3kv.lookup.prefix_length` finds its end in at most 3 round trips
-(2,048 keys: at most 36 HEADs) and the other keys are answered without a request: those
+(2,048 keys: at most 38 HEADs) and the other keys are answered without a request: those
 before the boundary present, those past it absent. The scheduler stops at the first
 MISS, so only the boundary matters to it. Sliding-window groups are the exception: vLLM
 may free (and so never store) their chunks outside the window, so their keys are not a

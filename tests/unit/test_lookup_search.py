@@ -22,7 +22,7 @@ def search(
     return prefix_length(n, probe, stats=stats, **options), stats, len(probed)
 
 
-@pytest.mark.parametrize(("n", "max_heads"), [(256, 24), (2048, 64), (8192, 64)])
+@pytest.mark.parametrize(("n", "max_heads"), [(256, 26), (2048, 38), (8192, 62)])
 def test_every_boundary_is_found_in_three_rounds(n: int, max_heads: int) -> None:
     for boundary in range(n + 1) if n <= 2048 else range(0, n + 1, 7):
         found, stats, heads = search(n, [i < boundary for i in range(n)])
@@ -32,7 +32,13 @@ def test_every_boundary_is_found_in_three_rounds(n: int, max_heads: int) -> None
 
 def test_fanout_states_its_cost() -> None:
     assert [fanout_for(n) for n in (0, 256, 2048, 8192)] == [8, 8, 12, 20]
-    assert ROUNDS * fanout_for(2048) <= 64
+    assert ROUNDS * fanout_for(2048) + 2 <= 64
+
+
+@pytest.mark.parametrize("stored", [0, 2048])
+def test_nothing_or_everything_stored_takes_one_round(stored: int) -> None:
+    found, stats, heads = search(2048, [i < stored for i in range(2048)])
+    assert (found, stats.rounds, heads) == (stored, 1, 14)
 
 
 def test_short_chains_take_one_round() -> None:
