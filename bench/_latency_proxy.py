@@ -31,27 +31,31 @@ class LatencyProxy:
     def __init__(self, upstream: str, *, delay_seconds: float = 0.015) -> None:
         parts = urlsplit(upstream)
         self.delay_seconds = delay_seconds
-        self._counts = multiprocessing.Array("q", len(METHODS))
-        self._peak = multiprocessing.Value("q", 0)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(1024)
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        ctx = multiprocessing.get_context("fork")
+        # spawn, not fork: a fork of a process that runs awscrt or NIXL threads crashes
+        # when the child tears their copied state down.
+        ctx = multiprocessing.get_context("spawn")
+        self._counts = ctx.Array("q", len(METHODS))
+        self._peak = ctx.Value("q", 0)
+        port = ctx.Value("i", 0)
+        ready = ctx.Event()
         self._proc = ctx.Process(
             target=_serve,
             args=(
-                sock,
                 parts.hostname or "127.0.0.1",
                 parts.port or 80,
                 delay_seconds,
                 self._counts,
                 self._peak,
+                port,
+                ready,
             ),
             daemon=True,
         )
         self._proc.start()
-        sock.close()  # the child holds its own copy
+        if not ready.wait(60):
+            self.close()
+            raise RuntimeError("latency proxy did not start within 60 s")
+        self.url = f"http://127.0.0.1:{port.value}"
 
     def counts(self) -> dict[str, int]:
         return dict(zip(METHODS, self._counts[:]))
@@ -75,12 +79,13 @@ class LatencyProxy:
 
 
 def _serve(
-    sock: socket.socket,
     host: str,
-    port: int,
+    upstream_port: int,
     delay: float,
     counts: Any,  # multiprocessing.Array("q", ...)
     peak: Any,  # multiprocessing.Value("q")
+    port: Any,  # multiprocessing.Value("i"): set once listening
+    ready: Any,  # multiprocessing.Event
 ) -> None:
     held = 0
 
@@ -133,7 +138,7 @@ def _serve(
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            up_reader, up_writer = await asyncio.open_connection(host, port)
+            up_reader, up_writer = await asyncio.open_connection(host, upstream_port)
         except OSError:
             writer.close()
             return
@@ -151,6 +156,11 @@ def _serve(
 
     async def main() -> None:
         asyncio.get_running_loop().set_exception_handler(quiet)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1024)
+        port.value = sock.getsockname()[1]
+        ready.set()
         server = await asyncio.start_server(handle, sock=sock, limit=1 << 20, backlog=1024)
         async with server:
             await server.serve_forever()
