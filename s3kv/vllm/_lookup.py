@@ -35,7 +35,8 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
 
     Answers the presence cache already holds (blocks this tier stored or loaded, HEADs
     of the last seconds) cost nothing and narrow the search. The counters below are
-    written by the lookup thread only; readers (metrics) may see them a step late.
+    running totals written by the lookup thread only (the tier's metrics read
+    ``heads_sent`` and ``cache_answers``); readers may see them a step late.
     """
 
     heads_sent: int
@@ -85,9 +86,10 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
         unknown = [i for i, a in enumerate(known) if a is None]
         self.cache_answers += len(keys) - len(unknown)
         if unknown:
+            sent_before = down._requests
             for i, present in zip(unknown, down.contains([keys[i] for i in unknown])):
                 known[i] = present
-            self.heads_sent += len(unknown)
+            self.heads_sent += down._requests - sent_before
         return [bool(a) for a in known]
 
     def _search(self, chain: Sequence[OffloadKey]) -> list[bool]:
@@ -104,9 +106,10 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
             unknown = [p for p in positions if known[p] is None]
             if unknown:
                 # contains() checks the manifest once, then HEADs concurrently.
+                sent_before = down._requests
                 for p, present in zip(unknown, down.contains([chain[p] for p in unknown])):
                     known[p] = present
-                self.heads_sent += len(unknown)
+                self.heads_sent += down._requests - sent_before
             return [bool(known[p]) for p in positions]
 
         stats = LookupStats()
