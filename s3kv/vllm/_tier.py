@@ -38,7 +38,7 @@ from s3kv.namespace import Namespace
 from s3kv.settings import S3Settings
 from s3kv.stores import open_store
 from s3kv.uploader import Uploader
-from s3kv.vllm._lookup import S3AsyncLookupManager
+from s3kv.vllm._lookup import LOOKUP_THREADS, S3AsyncLookupManager
 from s3kv.vllm._metrics import (
     SKIPPED_STORE_BLOCKS,
     MeteredDownloader,
@@ -116,7 +116,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         self.settings = S3Settings.resolve(**settings)
         location = parse_location(url)
         c = self.settings.concurrency
-        lookup_threads = max(4, c // 4)
+        lookup_threads = max(LOOKUP_THREADS, c // 4)
         # One client for stores, loads and lookups; its pool holds all their requests.
         pool = self.settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
         self.store = open_store(location, pool)
@@ -144,7 +144,12 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         self._runner = JobRunner(
             rows, self.block_size_bytes, self.uploader, self.downloader, on_finished=self._remember
         )
-        self._lookup_manager = S3AsyncLookupManager(prober, tier_type)
+        windowed = [
+            g.group_id
+            for g in offloading_spec.config.groups
+            if g.sliding_window_size_in_chunks is not None
+        ]
+        self._lookup_manager = S3AsyncLookupManager(prober, tier_type, windowed_groups=windowed)
         logger.info(
             "s3kv tier %r: %s (%s keys, folder %s)",
             tier_type,
