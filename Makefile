@@ -7,7 +7,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 VLLM_PY := .venv-vllm/bin/python
 ENGINE_PY := .venv-vllm-engine/bin/python
 
-.PHONY: demo test lint unit functional rgw-deps vllm-venv test-vllm e2e terraform-check checkov bench clean
+.PHONY: demo test lint unit functional rgw-deps vllm-venv test-vllm e2e terraform-check checkov bench charts clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,14 @@ checkov:
 bench: $(STAMP)
 	$(PY) bench/bench_keys.py
 	$(PY) bench/bench_transfer.py
+
+## The charts in docs/img/ (JSON beside each). Modest runs: about half an hour on 2 shared cores.
+charts: $(STAMP) rgw-deps
+	$(PY) bench/bench_keys.py --keys 50000 --repeat 3 --shared-note \
+		--json docs/img/keys.json --chart docs/img/keys.png
+	$(PY) bench/bench_transfer.py --quick --repeat 3 --shared-note \
+		--json docs/img/transfer-moto.json --chart docs/img/transfer-moto.png
+	$(PY) bench/bench_rgw.py --quick --repeat 2 --shared-note --json-dir docs/img
 
 clean:
 	rm -rf $(VENV) .venv-vllm .venv-vllm-engine .venv-checkov .pytest_cache .mypy_cache .ruff_cache .s3kv-test-artifacts

@@ -1,15 +1,16 @@
 """Keys per second: s3kv's KeyMapper and parse_key beside vLLM's FileMapper.get_file_name.
 
-    python bench/bench_keys.py [--keys 200000] [--repeat 5]
+    python bench/bench_keys.py [--keys 200000] [--repeat 5] [--json F.json] [--chart F.png]
 
 vLLM's FileMapper is taken from an installed vllm==0.33.0 when importable (make
-vllm-venv), else from ../shared/reference/vllm_file_mapper.py.txt (vLLM's file, its two
+vllm-venv), else from the nearest shared/reference/vllm_file_mapper.py.txt up (vLLM's file, its two
 vLLM imports stubbed). Each row is the best of --repeat runs, measured side by side.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -20,7 +21,17 @@ from typing import Any
 
 from s3kv import KeyMapper, Namespace, parse_key
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared/reference/vllm_file_mapper.py.txt"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# shared/ sits beside the repository (or above a worktree of it): the nearest one up.
+REFERENCE = next(
+    (
+        p / "shared/reference/vllm_file_mapper.py.txt"
+        for p in Path(__file__).resolve().parents
+        if (p / "shared/reference/vllm_file_mapper.py.txt").exists()
+    ),
+    Path(__file__).resolve().parents[2] / "shared/reference/vllm_file_mapper.py.txt",
+)
 ARGS = dict(
     model_name="meta-llama/Llama-3.1-8B-Instruct",
     tokens_per_hash=16,
@@ -83,7 +94,16 @@ def main() -> None:
     )
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--chart", help="draw keys/s per operation here (PNG)")
+    parser.add_argument("--redraw", metavar="JSON", help="only draw --chart from a saved --json")
+    parser.add_argument(
+        "--shared-note", action="store_true", help="say in the chart: a shared machine"
+    )
     opts = parser.parse_args()
+    if opts.redraw:
+        print(chart(json.loads(Path(opts.redraw).read_text()), opts.chart))
+        return
     n = opts.keys
     keys = [os.urandom(32) + (i % 3).to_bytes(4, "big") for i in range(n)]
     ns = Namespace(**ARGS)
@@ -121,6 +141,56 @@ def main() -> None:
     for name, rate in rows:
         ratio = f"{rate / base:.2f}x" if base else "n/a"
         print(f"| {name:<60} | {rate:>12,.0f} | {ratio:>8} |")
+    from _charts import machine
+
+    result = {
+        "keys": n,
+        "repeat": opts.repeat,
+        "vllm_source": source,
+        "argv": sys.argv[1:],
+        "machine": machine(shared=opts.shared_note),
+        "rows": [{"operation": name, "keys_per_s": rate} for name, rate in rows],
+    }
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(result, indent=1))
+    if opts.chart:
+        print(f"chart: {chart(result, opts.chart)}")
+
+
+def chart(result: dict[str, Any], path: str) -> Path:
+    """Million keys/s: vLLM's get_file_name beside s3kv's key_for, keys_for and parse_key."""
+    from _charts import figure, grouped_bars, save
+
+    rate = {r["operation"].split(" [")[0]: r["keys_per_s"] / 1e6 for r in result["rows"]}
+    vllm = rate.get("vLLM FileMapper.get_file_name")
+    groups = [
+        "offload key -> object key\n(one at a time)",
+        "offload keys -> object keys\n(a batch)",
+        "object key -> its fields\n(parse_key)",
+    ]
+    series: dict[str, list[float | None]] = {
+        "vLLM FileMapper.get_file_name": [vllm, None, None],
+        "s3kv": [
+            rate["s3kv KeyMapper.key_for"],
+            rate["s3kv KeyMapper.keys_for (batch)"],
+            rate["s3kv parse_key"],
+        ],
+    }
+    footer = (
+        f"Measured: {result['keys']:,} keys of 32-byte block hashes (Llama-3.1-8B namespace), "
+        f"best of {result['repeat']} runs, side by side in one process; vLLM's FileMapper "
+        f"from {result['vllm_source']}. s3kv's keys are byte-identical to vLLM's.\n"
+        f"Machine: {result['machine']}. "
+        f"Command: python bench/bench_keys.py {' '.join(result['argv'])}"
+    )
+    fig, axes = figure(
+        title="Object keys per second: s3kv beside vLLM's FileMapper",
+        footer=footer,
+        size=(9, 5.5),
+    )
+    grouped_bars(axes[0], groups=groups, series=series, ylabel="million keys/s (higher is better)",
+                 fmt="{:.2f}")  # fmt: skip
+    return save(fig, path, footer_lines=3)
 
 
 if __name__ == "__main__":

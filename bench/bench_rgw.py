@@ -1,6 +1,9 @@
 """The transfer benchmark against Ceph RADOS Gateway, over HTTP and over TLS.
 
-    python bench/bench_rgw.py [--quick] [--repeat N] [--json-dir DIR]
+    python bench/bench_rgw.py [--quick] [--repeat N] [--json-dir DIR] [--shared-note]
+
+With ``--json-dir`` each endpoint's results land there as ``transfer-rgw-http.json`` and
+``transfer-rgw-https.json``, each with its chart beside it (``.png``).
 
 Starts a fresh single-node Ceph cluster with RGW on 127.0.0.1 (tests/servers/rgw.py;
 install Ceph with scripts/rgw-install.sh), runs bench/bench_transfer.py against its HTTP
@@ -30,9 +33,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json-dir", type=Path)
     parser.add_argument("--only", choices=["http", "https"], help="one endpoint only")
+    parser.add_argument("--shared-note", action="store_true", help="a shared machine (notes)")
     args = parser.parse_args()
+    command = "python bench/bench_rgw.py " + " ".join(sys.argv[1:])  # what reruns it
     # memstore keeps objects in RAM (about 2x): room for the 1 MiB rows of every client.
-    with RGWServer(memstore_bytes=10 << 30) as rgw:
+    rgw = RGWServer(memstore_bytes=10 << 30)
+    with rgw:
         status = 0
         for scheme in ("http", "https"):
             if args.only and args.only != scheme:
@@ -44,16 +50,23 @@ def main() -> int:
                 "--access-key", rgw.access_key, "--secret-key", rgw.secret_key,
                 "--region", rgw.region, "--boto3-checksum", "when_required",
                 "--label", f"Ceph RGW 16 ({'TLS' if tls else 'HTTP'})",
-                "--repeat", str(args.repeat),
+                "--repeat", str(args.repeat), "--command", command,
             ]
             if tls:
                 cmd += ["--ca-bundle", rgw.ca_bundle]
             if args.quick:
                 cmd.append("--quick")
+            if args.shared_note:
+                cmd.append("--shared-note")
             if args.json_dir:
                 args.json_dir.mkdir(parents=True, exist_ok=True)
-                cmd += ["--json", str(args.json_dir / f"rgw-{scheme}.json")]
+                out = args.json_dir / f"transfer-rgw-{scheme}"
+                cmd += ["--json", f"{out}.json", "--chart", f"{out}.png"]
             status |= subprocess.call(cmd)
+    if status == 0:
+        rgw.remove()  # its logs are kept only when a run failed
+    else:
+        print(f"Ceph RGW logs kept in {rgw.log_dir}", file=sys.stderr)
     return status
 
 

@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -39,7 +37,9 @@ HERE = Path(__file__).resolve().parent
 WORKER = HERE / "_workers.py"
 sys.path.insert(0, str(HERE))
 
-from _workers import CLIENTS  # noqa: E402  (one list of rows for the runner and workers)
+from _charts import machine  # noqa: E402
+from _clients import CLIENTS  # noqa: E402  (one list of rows for the runner and workers)
+from _transfer_report import chart, notes, render, summarize  # noqa: E402
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -267,222 +267,6 @@ def brief(res: dict[str, Any], count: int, size: int) -> str:
     )
 
 
-# -- summary ---------------------------------------------------------------------------
-
-
-def summarize(data: dict[str, Any]) -> dict[str, Any]:
-    rows: list[dict[str, Any]] = []
-    for label, count, size in data["workloads"]:
-        for op in ("upload", "download"):
-            for client in data["clients"]:
-                runs = data["runs"].get(f"{label}|{op}|{client}", [])
-                good = [
-                    x
-                    for x in runs
-                    if not x.get("error")
-                    and x.get("failed", 0) == 0
-                    and x.get("mismatched", 0) == 0
-                ]
-                row: dict[str, Any] = {
-                    "size": label,
-                    "op": op,
-                    "client": client,
-                    "runs": len(runs),
-                    "good": len(good),
-                }
-                errors = [
-                    x.get("error") or f"failed={x.get('failed')} mismatched={x.get('mismatched')}"
-                    for x in runs
-                    if x not in good
-                ]
-                if errors:
-                    row["errors"] = errors
-                if good:
-                    seconds = statistics.median(x["seconds"] for x in good)
-                    cpu = statistics.median(x["cpu"] for x in good)
-                    row.update(
-                        seconds=seconds,
-                        objects_per_s=count / seconds,
-                        mib_per_s=count * size / seconds / MiB,
-                        cpu=cpu,
-                        cpu_per_gib=cpu / (count * size / GiB),
-                        all_seconds=[round(x["seconds"], 3) for x in good],
-                    )
-                    if any("server_cpu" in x for x in good):
-                        row["server_cpu"] = statistics.median(
-                            x.get("server_cpu", 0.0) for x in good
-                        )
-                rows.append(row)
-    lookups = []
-    for client in ("s3kv", "naive-head"):
-        runs = [x for x in data["runs"].get(f"lookup|{client}", []) if not x.get("error")]
-        if runs:
-            lookups.append(
-                {
-                    "client": client,
-                    "found": runs[0]["found"],
-                    "rounds": max(x["rounds"] for x in runs),
-                    "requests": max(x["requests"] for x in runs),
-                    "seconds": statistics.median(x["seconds"] for x in runs),
-                    "cpu": statistics.median(x["cpu"] for x in runs),
-                }
-            )
-    return {"rows": rows, "lookups": lookups}
-
-
-def render(summary: dict[str, Any], args: argparse.Namespace, label: str) -> str:
-    rows = summary["rows"]
-    out = []
-    has_server = any("server_cpu" in r for r in rows)
-    head = [
-        "size",
-        "direction",
-        "client",
-        "objects/s",
-        "MiB/s",
-        "client CPU s",
-        "CPU s/GiB",
-        "s3kv throughput x",
-    ]
-    if has_server:
-        head.append("server CPU s")
-    out.append(
-        f"Server: **{label}**; concurrency {args.concurrency} for every concurrent "
-        f"client; median of {args.repeat} runs.\n"
-    )
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "|".join(["---"] * 3 + ["---:"] * (len(head) - 3)) + "|")
-    checks = []
-    for size in dict.fromkeys(r["size"] for r in rows):
-        for op in ("upload", "download"):
-            group = [r for r in rows if r["size"] == size and r["op"] == op]
-            ours = next((r for r in group if r["client"] == "s3kv" and "mib_per_s" in r), None)
-            for r in group:
-                if "mib_per_s" not in r:
-                    cells = [size, op, r["client"], "ERROR", "", "", "", ""]
-                    if has_server:
-                        cells.append("")
-                    out.append("| " + " | ".join(cells) + " |")
-                    continue
-                ratio = f"{ours['mib_per_s'] / r['mib_per_s']:.2f}" if ours else "-"
-                name = f"**{r['client']}**" if r["client"] == "s3kv" else r["client"]
-                cells = [
-                    size,
-                    op,
-                    name,
-                    f"{r['objects_per_s']:.0f}",
-                    f"{r['mib_per_s']:.1f}",
-                    f"{r['cpu']:.2f}",
-                    f"{r['cpu_per_gib']:.2f}",
-                    ratio,
-                ]
-                if has_server:
-                    cells.append(f"{r.get('server_cpu', 0):.2f}")
-                out.append("| " + " | ".join(cells) + " |")
-            others = [r for r in group if r["client"] != "s3kv" and "mib_per_s" in r]
-            measured = [r for r in group if "mib_per_s" in r]
-            if ours and others:
-                best = max(others, key=lambda r: r["mib_per_s"])
-                low = min(measured, key=lambda r: r["cpu_per_gib"])
-                ok_t = ours["mib_per_s"] >= best["mib_per_s"]
-                ok_c = ours["cpu_per_gib"] <= 1.5 * low["cpu_per_gib"]
-                same = next((r for r in others if r["client"] == "awscrt-checked"), None)
-                checks.append(
-                    f"- {size} {op}: s3kv throughput >= best other row "
-                    f"({ours['mib_per_s']:.1f} vs {best['client']} {best['mib_per_s']:.1f} MiB/s): "
-                    f"**{'PASS' if ok_t else 'FAIL'}**; s3kv CPU/GiB <= 1.5x lowest "
-                    f"({ours['cpu_per_gib']:.2f} vs 1.5 x {low['client']} {low['cpu_per_gib']:.2f} "
-                    f"= {1.5 * low['cpu_per_gib']:.2f}): **{'PASS' if ok_c else 'FAIL'}**"
-                    + (
-                        f"; against awscrt doing the same checks by hand: "
-                        f"{ours['mib_per_s'] / same['mib_per_s']:.2f}x"
-                        if same
-                        else ""
-                    )
-                )
-            elif not ours:
-                checks.append(f"- {size} {op}: s3kv row missing or failed: **FAIL**")
-    out.append("")
-    out.extend(checks)
-    if summary["lookups"]:
-        out.append("")
-        out.append(
-            f"Lookup: a {args.chain:,}-block chain, first {args.chain_present:,} present "
-            "(cold presence cache).\n"
-        )
-        out.append("| method | found | round trips | requests | wall ms | client CPU ms |")
-        out.append("|---|---:|---:|---:|---:|---:|")
-        for x in summary["lookups"]:
-            name = (
-                "s3kv `lookup`"
-                if x["client"] == "s3kv"
-                else "naive HEAD loop (stops at first miss)"
-            )
-            out.append(
-                f"| {name} | {x['found']} | {x['rounds']} | {x['requests']} | "
-                f"{x['seconds'] * 1000:.0f} | {x['cpu'] * 1000:.0f} |"
-            )
-        ours = next((x for x in summary["lookups"] if x["client"] == "s3kv"), None)
-        if ours:
-            ok = (
-                ours["rounds"] <= 24
-                and ours["requests"] <= 100
-                and ours["found"] == args.chain_present
-            )
-            out.append("")
-            out.append(
-                f"- lookup: found {ours['found']} (expected {args.chain_present}), "
-                f"{ours['rounds']} round trips <= 24, {ours['requests']} requests <= 100 "
-                f"(naive: {args.chain:,} for every key, or {args.chain_present + 1:,} "
-                f"stopping at the first miss): **{'PASS' if ok else 'FAIL'}**"
-            )
-    errors = [r for r in rows if r.get("errors")]
-    if errors:
-        out.append("")
-        for r in errors:
-            out.append(f"- errors in {r['size']} {r['op']} {r['client']}: {r['errors'][0]}")
-    return "\n".join(out)
-
-
-def notes(args: argparse.Namespace) -> str:
-
-    versions = {}
-    for mod in ("boto3", "botocore", "s3transfer", "obstore", "awscrt", "moto"):
-        try:
-            versions[mod] = __import__(mod).__version__
-        except Exception:
-            versions[mod] = "?"
-    checksum = (
-        "boto3 defaults (boto3 >= 1.36 adds a CRC32 checksum to every PUT and "
-        "validates response checksums when present)"
-        if args.boto3_checksum == "default"
-        else "boto3 rows with request/response checksums `when_required`"
-    )
-    return (
-        f"Notes: {checksum}; boto3-threads/s3transfer get "
-        f"`max_pool_connections={args.concurrency}` "
-        f"(boto3's default pool is 10). s3kv sends its own CRC32C (metadata + S3 checksum header) "
-        f"and verifies it on download; obstore and awscrt send no checksum, and their PUTs "
-        f"are not create-only. awscrt-checked is awscrt doing by hand what s3kv does per "
-        f"block (CRC32C metadata + S3 checksum header, `If-None-Match: *`, the block tag; "
-        f"the CRC32C verified on download). s3transfer sends "
-        f"`Expect: 100-continue` (file-like bodies); the others do not. "
-        + (
-            "moto's server (werkzeug) answers every request with `Connection: close`, so every "
-            "client opens one TCP connection per request, and it is single-process Python: "
-            "the server, not the client, bounds throughput here. "
-            if not args.endpoint_url
-            else ""
-        )
-        + f"Client CPU = the "
-        f"worker process's user+sys over the timed region. {os.cpu_count()} CPUs shared with "
-        f"the server{' and other jobs' if args.shared_note else ''}: numbers are noisy. "
-        f"Python {platform.python_version()}, "
-        + ", ".join(f"{k} {v}" for k, v in versions.items())
-        + f". Command: `python bench/bench_transfer.py {' '.join(sys.argv[1:])}`"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -512,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--region", default=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
     p.add_argument("--label", help="the server's name in the table")
     p.add_argument("--json", help="write runs and summary here")
+    p.add_argument("--chart", help="draw MiB/s and CPU s/GiB per client and size here (PNG)")
     p.add_argument("--profile", default="s3kv", help="clients to cProfile (with --profile-dir)")
     p.add_argument(
         "--profile-dir",
@@ -519,8 +304,14 @@ def main(argv: list[str] | None = None) -> int:
         "writing .prof files here; these runs are not in the table",
     )
     p.add_argument("--timeout", type=float, default=900, help="per row, seconds")
-    p.add_argument("--shared-note", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--shared-note", action="store_true", help="say in notes and chart: a shared machine"
+    )
+    p.add_argument("--command", help="how to rerun this, for the chart (default: this command)")
+    p.add_argument("--redraw", metavar="JSON", help="only draw --chart from a saved --json")
     args = p.parse_args(argv)
+    if args.redraw:
+        return redraw(args.redraw, args.chart or str(Path(args.redraw).with_suffix(".png")))
     if args.quick:
         args.large_count, args.small_count = min(args.large_count, 64), min(args.small_count, 256)
         if "--repeat" not in " ".join(sys.argv):
@@ -540,21 +331,27 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print()
     print(notes(args))
+    result = {
+        "label": label,
+        "argv": sys.argv[1:],
+        "command": args.command or "python bench/bench_transfer.py " + " ".join(sys.argv[1:]),
+        "args": vars(args),
+        "machine": machine(shared=args.shared_note),
+        "summary": summary,
+        "runs": data["runs"],
+        "table": table,
+    }
     if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "label": label,
-                    "argv": sys.argv[1:],
-                    "args": vars(args),
-                    "summary": summary,
-                    "runs": data["runs"],
-                    "table": table,
-                },
-                indent=1,
-                default=str,
-            )
-        )
+        Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+    if args.chart:
+        log(f"chart: {chart(result, args.chart)}")
+    return 0
+
+
+def redraw(path: str, chart_path: str) -> int:
+    """Draw the chart again from a saved --json (same numbers, new look)."""
+    result = json.loads(Path(path).read_text())
+    log(f"chart: {chart(result, chart_path)}")
     return 0
 
 

@@ -15,7 +15,6 @@ from s3kv.errors import (
     ManifestMismatchError,
     ManifestMissingError,
     ObjectNotFoundError,
-    S3KVError,
     SizeMismatchError,
     TransientStoreError,
 )
@@ -26,7 +25,7 @@ from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
 from s3kv.stores import ObjectInfo
-from s3kv.transfer import Transfer, as_bytes_view, offload_key_of
+from s3kv.transfer import Transfer, as_bytes_view, offload_key_of, refuse_duplicates
 
 INTEGRITY_RETRIES = 1
 """Re-read a block once after a checksum mismatch: it may have been damaged in flight."""
@@ -38,19 +37,31 @@ class Downloader(Transfer):
     By default the namespace's manifest must exist and hash to the namespace's digest
     (checked once, before the first read); pass ``require_manifest=False`` for caches
     written without one (vLLM's object-store tier).
+
+    A block that carries no recorded checksum (the obj tier's, another client's, any
+    block in a directory) cannot be verified, only size-checked: every block of a
+    namespace has one size (the CPU row stride), taken from the caller's buffer, else
+    from ``block_size_bytes``, else learned from the first block whose checksum this
+    Downloader verified. A 0-byte block is never valid. Such blocks are reported done
+    and listed in the report's ``unverified_keys``.
     """
 
     def __init__(
         self,
         *args: Any,
         require_manifest: bool = True,
-        lookup_fanout: int = 8,
+        lookup_fanout: int | None = None,
         presence_cache: PresenceCache | None = None,
+        block_size_bytes: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        if block_size_bytes is not None and block_size_bytes <= 0:
+            raise InvalidInputError(f"block_size_bytes must be positive; got {block_size_bytes}")
+        self.block_size_bytes = block_size_bytes
         self.require_manifest = require_manifest
-        self.lookup_fanout = max(1, lookup_fanout)
+        # None: sized per chain so a lookup takes at most s3kv.lookup.ROUNDS round trips.
+        self.lookup_fanout = None if lookup_fanout is None else max(1, lookup_fanout)
         self.presence = presence_cache if presence_cache is not None else PresenceCache()
         self.last_lookup = LookupStats()
         self._manifest_checked = False
@@ -63,6 +74,7 @@ class Downloader(Transfer):
         Returns the namespace it describes, or None if there is none and
         ``allow_missing`` is set; otherwise raises :class:`ManifestMissingError`.
         """
+        self._check_open()
         url = self.url_for(self.keys.config_key())
         stored = self.read_manifest()
         if stored is None:
@@ -89,15 +101,17 @@ class Downloader(Transfer):
 
     def contains(self, keys: Sequence[Any]) -> list[bool]:
         """Whether each block exists (concurrent HEADs; answers are cached)."""
+        self._check_open()
         self._check_manifest()
         return self._probe([self.keys.key_for(offload_key_of(k)) for k in keys])
 
     def lookup(self, keys: Sequence[Any]) -> int:
         """How many leading blocks of the chain ``keys`` are stored (vLLM's prefix hits).
 
-        O(log n) round trips of concurrent HEADs; see :mod:`s3kv.lookup` for chains with
-        holes.
+        At most 3 round trips of concurrent HEADs (2,048 keys: at most 38 HEADs); see
+        :mod:`s3kv.lookup` for the fanout's cost and for chains with holes.
         """
+        self._check_open()
         self._check_manifest()
         object_keys = [self.keys.key_for(offload_key_of(k)) for k in keys]
         stats = LookupStats()
@@ -106,7 +120,7 @@ class Downloader(Transfer):
         def probe(positions: Sequence[int]) -> Sequence[bool]:
             return self._probe([object_keys[p] for p in positions])
 
-        result = prefix_length(len(object_keys), probe, fanout=self.lookup_fanout, stats=stats)
+        result = prefix_length(len(object_keys), probe, stats=stats, fanout=self.lookup_fanout)
         stats.requests = self._requests - sent_before
         self.last_lookup = stats
         return result
@@ -149,12 +163,17 @@ class Downloader(Transfer):
         With ``into`` (a sequence of writable buffers aligned with ``keys``, or a mapping
         key -> buffer, e.g. rows of a preallocated array), bytes land directly in the
         buffers; each buffer must be exactly its block's size. Without it, the report's
-        ``data`` holds the bytes. A block whose checksum or size is wrong is reported
-        failed and its buffer zeroed; a block that does not exist is reported missing.
+        ``data`` holds the bytes. Buffers are checked before any request (contiguous,
+        writable, non-empty, readable as bytes; else :class:`InvalidInputError`), and a
+        key given twice is refused. A block that fails, whatever the reason (checksum,
+        size, a read that died midway), is reported failed and its buffer zeroed; a
+        block that does not exist is reported missing and its buffer left alone.
         ``on_done(job)`` runs once, on the thread that finished the last block.
         """
+        self._check_open()
         self._check_manifest()
         offload_keys = [offload_key_of(k) for k in keys]
+        refuse_duplicates(offload_keys)
         buffers: list[memoryview | None]
         if into is None:
             buffers = [None] * len(offload_keys)
@@ -187,7 +206,7 @@ class Downloader(Transfer):
         object_key = self.keys.key_for(key)
         where = self.url_for(object_key)
 
-        def run(cancelled: threading.Event) -> BlockResult:
+        def attempts(cancelled: threading.Event) -> BlockResult:
             for attempt in range(INTEGRITY_RETRIES + 1):
                 try:
                     return self._load(key, object_key, buffer, where, cancelled)
@@ -198,12 +217,20 @@ class Downloader(Transfer):
                     return BlockResult(key, "failed", reason=str(exc))
                 except IntegrityError as exc:
                     if attempt == INTEGRITY_RETRIES:
-                        _zero(buffer)
                         return BlockResult(key, "failed", reason=str(exc))
-                except S3KVError:
-                    _zero(buffer)  # a read that died midway left part of a block behind
-                    raise
             raise AssertionError("unreachable")
+
+        def run(cancelled: threading.Event) -> BlockResult:
+            # Every failure zeroes the buffer: a read that died midway, a short or corrupt
+            # block, or one refused by size may have left bytes a caller could mistake.
+            try:
+                result = attempts(cancelled)
+            except BaseException:
+                _zero(buffer)
+                raise
+            if result.outcome == "failed":
+                _zero(buffer)
+            return result
 
         return run
 
@@ -237,9 +264,15 @@ class Downloader(Transfer):
         data: bytes | None = None,
     ) -> BlockResult:
         """A block that arrived whole: its checksum verified (raises
-        :class:`ChecksumMismatchError`), its presence remembered, its result."""
+        :class:`ChecksumMismatchError`), or, without one, its size checked (raises
+        :class:`SizeMismatchError`); its presence remembered, its result."""
         if info.checksum is not None:
             integrity.verify(info.checksum, view, where=where)
+            if self.block_size_bytes is None and len(view):
+                self.block_size_bytes = len(view)  # the namespace's row size, now known
+        else:
+            expected = len(view) if data is None else self.block_size_bytes
+            integrity.check_size(len(view), expected, where=where)
         self.presence.put(object_key, True)
         return BlockResult(
             key, "done", nbytes=info.size, verified=info.checksum is not None, data=data
@@ -250,6 +283,7 @@ class Downloader(Transfer):
 
         Not checksummed: a checksum covers the whole block.
         """
+        self._check_open()
         if start < 0 or (end is not None and end < start):
             raise InvalidInputError(f"bad range start={start}, end={end}; need 0 <= start <= end")
         self._check_manifest()
@@ -285,12 +319,15 @@ class _GetAttempt:
                 down.presence.forget(self.object_key)
                 done(BlockResult(key, "missing"), None)
             elif isinstance(error, SizeMismatchError):
-                done(BlockResult(key, "failed", reason=str(error)), None)
+                done(self.give_up(str(error)), None)
             elif error is not None or info is None:
                 done(None, error)  # the job retries transient errors, then give_up()
             else:
                 try:
                     result = down._loaded(key, self.object_key, self.buffer, info, self.where)
+                except SizeMismatchError as exc:
+                    done(self.give_up(str(exc)), None)
+                    return
                 except ChecksumMismatchError as exc:
                     if self.rereads < INTEGRITY_RETRIES:  # may have been damaged in flight
                         self.rereads += 1
@@ -300,7 +337,7 @@ class _GetAttempt:
                     return
                 done(result, None)
 
-        down.store.submit_get_into(self.object_key, self.buffer, finished)
+        down.store.submit_get_into(self.object_key, self.buffer, done.guard(finished))
 
     def give_up(self, reason: str) -> BlockResult:
         _zero(self.buffer)  # no partial or corrupt block may be mistaken for data

@@ -25,8 +25,9 @@ can catch either the s3kv class or the matching built-in::
     ├── IntegrityError                         a block's bytes are not what was stored
     │   ├── SizeMismatchError
     │   └── ChecksumMismatchError
-    └── TransferError                          a batch finished with failed blocks
-        └── TransferCancelledError
+    ├── TransferError                          a batch finished with failed blocks
+    │   └── TransferCancelledError
+    └── ClosedError (RuntimeError)             an Uploader/Downloader used after close()
 
 Store errors are translated from botocore/OS errors in one place (``s3kv.stores.errors``).
 """
@@ -120,6 +121,10 @@ class TransferError(S3KVError):
 
 class TransferCancelledError(TransferError):
     """A batch transfer was cancelled before it finished."""
+
+
+class ClosedError(S3KVError, RuntimeError):
+    """An Uploader or Downloader was used after ``close()``."""
 
 
 def describe_value(value: object, limit: int = 80) -> str:

@@ -12,8 +12,15 @@ thus exact to the minute.
 Manifests: never deleted by default. vLLM and s3kv write a namespace's manifest once,
 before its first block, and never again; deleting it while a writer still runs would
 leave that writer's new blocks orphaned. With ``delete_empty_manifests`` a manifest goes
-only when its namespace has no block left at all, in any rank, after this run.
+only when its namespace has no block left at all, in any rank, after this run: every
+block delete of the namespace must have been confirmed, so a failed delete keeps the
+manifest (else the surviving block would be an orphan that ``pull`` skips).
+``blocks_deleted`` and ``bytes_freed`` count confirmed deletes only; failures are listed.
 Incomplete multipart uploads older than ``uploads_older_than`` seconds are aborted.
+
+Temp files of writes that died between write and rename (``<block>.bin_<token>.tmp``,
+older than :data:`~s3kv.listing.STALE_TEMP_SECONDS`) are never data: every run removes
+them, whatever the age or budget asked for. Younger ones are writes in progress.
 """
 
 from __future__ import annotations
@@ -25,14 +32,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from s3kv.errors import InvalidInputError, S3KVError
-from s3kv.listing import Entry, list_root, walk
+from s3kv.listing import STALE_TEMP_SECONDS, Entry, list_root, walk
 from s3kv.location import Location, parse_location
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
-from s3kv.stores import MultipartUpload, Store, open_store
+from s3kv.stores import LocalStore, MultipartUpload, Store, open_store
 from s3kv.stores.base import DELETE_BATCH
 
 DEFAULT_UPLOADS_OLDER_THAN = 24 * 3600.0
+MAX_AGE_SECONDS = 1000 * 365 * 86400.0
+"""The longest age gc takes (1,000 years): older cutoffs fall before any timestamp."""
 _MINUTE = 60
 
 
@@ -50,6 +59,10 @@ class GCReport:
     seconds: float = 0.0
     stray_keys: int = 0
     delete_requests: int = 0
+    temp_files_deleted: int = 0
+    unverified: int = 0
+    """Blocks kept with no recorded checksum, as far as the listing tells (as ``s3kv
+    ls``): every block in a directory, on S3 those of namespaces without a manifest."""
 
     @property
     def ok(self) -> bool:
@@ -70,8 +83,17 @@ def gc(
     """Delete blocks older than ``older_than`` seconds and/or beyond ``max_bytes``."""
     if older_than is None and max_bytes is None:
         raise InvalidInputError("gc needs --older-than or --max-bytes (or both)")
-    if (older_than is not None and older_than < 0) or (max_bytes is not None and max_bytes < 0):
-        raise InvalidInputError("--older-than and --max-bytes must not be negative")
+    if max_bytes is not None and max_bytes < 0:
+        raise InvalidInputError("--max-bytes must not be negative")
+    for flag, seconds in (
+        ("--older-than", older_than),
+        ("--abort-uploads-older-than", uploads_older_than),
+    ):
+        if seconds is not None and not 0 <= seconds <= MAX_AGE_SECONDS:
+            raise InvalidInputError(
+                f"{flag} {seconds:g}s is out of range; give 0 to {MAX_AGE_SECONDS // 86400:.0f} "
+                "days (e.g. 7d, 2w)"
+            )
     loc = location if isinstance(location, Location) else parse_location(location)
     settings = settings if settings is not None else S3Settings.resolve()
     now = now or datetime.now(timezone.utc)
@@ -95,9 +117,15 @@ class _GC:
             now,
             dry_run,
         )
-        self.pending: list[str] = []
+        # (key, the namespace folder of a block or "" for a manifest, size)
+        self.pending: list[tuple[str, str, int]] = []
         self.failures: dict[str, str] = {}
         self.requests = 0
+        self.deleted = self.freed = 0
+        self.undeleted: Counter[str] = Counter()
+        """Blocks per namespace folder whose delete failed: they are still there."""
+        self.collect_temps = False  # only in the deleting pass
+        self.temps = 0
 
     def blocks(self) -> Iterator[tuple[Entry, float]]:
         """(entry, age in seconds) of every block; counts stray keys and manifests."""
@@ -105,7 +133,12 @@ class _GC:
         self.manifests: dict[str, str] = {}
         for entry in walk(self.store, self.loc, exact_prefix=True):
             parsed = entry.parsed
-            if parsed is None:
+            if parsed is None and entry.temp:
+                when = entry.info.last_modified or self.now
+                if self.collect_temps and (self.now - when).total_seconds() > STALE_TEMP_SECONDS:
+                    self.temps += 1
+                    self._delete(entry.info.key, "", entry.info.size)
+            elif parsed is None:
                 self.stray += 1
             elif parsed.kind == "manifest":
                 self.manifests[parsed.folder] = entry.info.key
@@ -122,8 +155,9 @@ class _GC:
     ) -> GCReport:
         started = time.perf_counter()
         cutoff_minute, cutoff_quota = self._budget(older_than, max_bytes)
-        deleted = freed = kept = kept_bytes = 0
+        kept = kept_bytes = 0
         left: Counter[str] = Counter()
+        self.collect_temps = True
         for entry, age in self.blocks():
             assert entry.parsed is not None
             minute = self._minute(entry)
@@ -134,23 +168,26 @@ class _GC:
                 if minute == cutoff_minute and cutoff_quota > 0:
                     doomed, cutoff_quota = True, cutoff_quota - size
             if doomed:
-                deleted, freed = deleted + 1, freed + size
-                self._delete(entry.info.key)
+                self._delete(entry.info.key, entry.parsed.folder, size)
             else:
                 kept, kept_bytes = kept + 1, kept_bytes + size
                 left[entry.parsed.folder] += 1
         self._flush()
         manifests_deleted = 0
         if delete_empty_manifests:
-            empty = [key for folder, key in sorted(self.manifests.items()) if not left[folder]]
+            empty = [
+                key
+                for folder, key in sorted(self.manifests.items())
+                if not left[folder] and not self.undeleted[folder]
+            ]
             for key in empty:
-                self._delete(key)
+                self._delete(key, "", 0)
             self._flush()
             manifests_deleted = len([k for k in empty if k not in self.failures])
         return GCReport(
             location=self.loc.url,
-            blocks_deleted=deleted,
-            bytes_freed=freed,
+            blocks_deleted=self.deleted,
+            bytes_freed=self.freed,
             blocks_kept=kept,
             bytes_kept=kept_bytes,
             manifests_deleted=manifests_deleted,
@@ -160,6 +197,12 @@ class _GC:
             seconds=time.perf_counter() - started,
             stray_keys=self.stray,
             delete_requests=self.requests,
+            temp_files_deleted=self.temps,
+            unverified=sum(
+                n
+                for folder, n in left.items()
+                if isinstance(self.store, LocalStore) or folder not in self.manifests
+            ),
         )
 
     def _minute(self, entry: Entry) -> int:
@@ -183,20 +226,30 @@ class _GC:
             excess -= per_minute[minute]
         return None, 0
 
-    def _delete(self, key: str) -> None:
-        self.pending.append(key)
+    def _delete(self, key: str, folder: str, size: int) -> None:
+        self.pending.append((key, folder, size))
         if len(self.pending) >= DELETE_BATCH:
             self._flush()
 
     def _flush(self) -> None:
         batch, self.pending = self.pending, []
-        if not batch or self.dry_run:
+        if not batch:
             return
-        self.requests += 1
-        try:
-            self.failures.update(with_retries(lambda: self.store.delete_many(batch), self.settings))
-        except S3KVError as exc:
-            self.failures.update({key: str(exc) for key in batch})
+        failed: dict[str, str] = {}
+        if not self.dry_run:
+            keys = [key for key, _, _ in batch]
+            self.requests += 1
+            try:
+                failed = with_retries(lambda: self.store.delete_many(keys), self.settings)
+            except S3KVError as exc:
+                failed = {key: str(exc) for key in keys}
+            self.failures.update(failed)
+        for key, folder, size in batch:
+            if key in failed:
+                if folder:
+                    self.undeleted[folder] += 1
+            elif folder:
+                self.deleted, self.freed = self.deleted + 1, self.freed + size
 
     def _abort_uploads(self, older_than: float) -> int:
         limit = self.now - timedelta(seconds=older_than)

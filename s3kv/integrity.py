@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from awscrt import checksums as _crt
 
-from s3kv.errors import ChecksumMismatchError, SettingsError
+from s3kv.errors import ChecksumMismatchError, SettingsError, SizeMismatchError
 
 METADATA_KEY = "s3kv-checksum"
 """User-metadata key (sent as ``x-amz-meta-s3kv-checksum``)."""
@@ -90,4 +90,23 @@ def verify(expected: Checksum, data: Buffer, *, where: str) -> None:
         raise ChecksumMismatchError(
             f"{where}: {expected.algorithm} checksum mismatch (stored {expected.value}, "
             f"read {got}); the object was changed or damaged after it was written"
+        )
+
+
+def check_size(size: int, expected: int | None, *, where: str) -> None:
+    """The only check a block without a recorded checksum gets: its size.
+
+    Every block of a namespace has one size (the CPU row stride); ``expected`` is that
+    size where known (the caller's buffer, or learned), None where not. A 0-byte block
+    is never valid. Raises :class:`SizeMismatchError`.
+    """
+    if size == 0:
+        raise SizeMismatchError(
+            f"{where}: 0 bytes and no recorded checksum; never a valid block (an "
+            "interrupted write or a foreign object)"
+        )
+    if expected is not None and size != expected:
+        raise SizeMismatchError(
+            f"{where}: {size} bytes, expected {expected} (the namespace's block size), and "
+            "no recorded checksum; a truncated or foreign object"
         )

@@ -2,6 +2,11 @@
 
 Namespaces without a manifest (as vLLM's object-store tier leaves them) are shown too,
 named from their folder. Caches nested under deeper prefixes are listed with their prefix.
+
+``unverified`` counts blocks that, as far as a listing tells (``ls`` reads no block), carry
+no recorded checksum: every block in a directory (it records none), and on S3 every block
+of a namespace without a manifest (vLLM's object-store tier writes neither; s3kv writes
+the manifest first). ``s3kv verify --deep`` counts them exactly.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from s3kv.listing import MAX_EXAMPLES, read_manifest, walk
 from s3kv.location import Location, parse_location
 from s3kv.namespace import DIGEST_LENGTH
 from s3kv.settings import S3Settings
-from s3kv.stores import open_store
+from s3kv.stores import LocalStore, open_store
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +43,9 @@ class NamespaceSummary:
     manifest: bool
     manifest_problem: str = ""
     styles: tuple[str, ...] = ()
-    """Key styles seen: ``s3kv`` (vLLM's filesystem tier layout) and/or ``vllm-obj``."""
+    """Key styles seen: ``s3kv`` (vLLM's filesystem and object-store tiers store one layout)."""
+    unverified: int = 0
+    """Blocks with no recorded checksum as far as the listing tells (see the module)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +63,10 @@ class Inventory:
     @property
     def bytes(self) -> int:
         return sum(n.bytes for n in self.namespaces)
+
+    @property
+    def unverified(self) -> int:
+        return sum(n.unverified for n in self.namespaces)
 
 
 @dataclass
@@ -82,6 +93,8 @@ def inventory(location: str | Location, *, settings: S3Settings | None = None) -
         for entry in walk(store, loc, exact_prefix=False):
             parsed = entry.parsed
             if parsed is None:
+                if entry.temp:  # a write in progress, or one that died (verify names it)
+                    continue
                 stray += 1
                 if len(examples) < MAX_EXAMPLES:
                     examples.append(entry.info.key)
@@ -100,6 +113,7 @@ def inventory(location: str | Location, *, settings: S3Settings | None = None) -
                 tally.oldest = when if tally.oldest is None else min(tally.oldest, when)
                 tally.newest = when if tally.newest is None else max(tally.newest, when)
         rows = []
+        unrecorded = isinstance(store, LocalStore)  # a directory records no checksum
         for (prefix, folder), tally in sorted(tallies.items()):
             manifest = read_manifest(store, prefix, folder, settings) if tally.manifest else None
             ns = manifest.namespace if manifest is not None else None
@@ -121,6 +135,7 @@ def inventory(location: str | Location, *, settings: S3Settings | None = None) -
                     manifest=manifest is not None,
                     manifest_problem=manifest.problem if manifest is not None else "",
                     styles=tuple(sorted(tally.styles)),
+                    unverified=tally.blocks if unrecorded or not tally.manifest else 0,
                 )
             )
     finally:

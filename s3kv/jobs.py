@@ -110,7 +110,8 @@ class TransferJob:
         buckets: dict[str, list[bytes]] = {"done": [], "already_present": [], "missing": []}
         failed: dict[bytes, str] = {}
         data: dict[bytes, bytes] = {}
-        nbytes = unverified = 0
+        nbytes = 0
+        unverified: list[bytes] = []
         for r in self._results:
             if r.outcome == "failed":
                 failed[r.key] = r.reason
@@ -118,7 +119,7 @@ class TransferJob:
             buckets[r.outcome].append(r.key)
             nbytes += r.nbytes
             if r.outcome == "done" and not r.verified:
-                unverified += 1
+                unverified.append(r.key)
             if r.data is not None:
                 data[r.key] = r.data
         self._report = TransferReport(
@@ -129,7 +130,8 @@ class TransferJob:
             failed=failed,
             bytes=nbytes,
             seconds=time.perf_counter() - self._started,
-            unverified=unverified,
+            unverified=len(unverified),
+            unverified_keys=tuple(unverified),
             data=data,
         )
         self._finished.set()

@@ -1,15 +1,20 @@
 """Object keys for KV blocks and manifests, byte-identical to vLLM's ``FileMapper``.
 
-Pure string work, no I/O. Two styles:
+Pure string work, no I/O. The layout is defined once, here: :func:`block_path` and
+:func:`manifest_path` give a key's path below the prefix; :class:`KeyMapper` puts the
+prefix in front and :func:`s3kv.parse_key` accepts exactly what they build.
+
+One layout, two names for it (``KeyStyle``):
 
 * ``"s3kv"`` (default): ``<prefix>/<folder>_r<rank>/<hhh>/<hh>_g<group>/<hash>.bin`` and
   ``<prefix>/<folder>/config.json``: what ``FileMapper(root_dir=prefix)`` returns, so a
   tree synced from vLLM's filesystem tier lands on the same keys. With no prefix the
   keys start at the folder (no leading ``/``).
-* ``"vllm-obj"``: vLLM 0.33.0's object-store tier, which builds its ``FileMapper`` with
-  ``root_dir = f"{prefix}/" if prefix else ""``: keys start with ``/`` without a prefix
-  and carry ``//`` after one. Supported so caches that tier wrote can be found and
-  collected.
+* ``"vllm-obj"``: an alias of ``"s3kv"``, the keys vLLM 0.33.0's object-store tier
+  (``ObjectStoreSecondaryTierManager``) stores. Its ``FileMapper`` strings read
+  ``prefix//<folder>...`` (or ``/<folder>...`` without a prefix), but NIXL's AWS C++ SDK
+  drops the empty path segments, so what reaches the bucket is the layout above
+  (recorded on moto's server and Ceph RGW 16: ``tests/data/vllm_obj_tier_wire_keys.json``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from s3kv.namespace import CONFIG_FILENAME, Namespace
 
 KeyStyle = Literal["s3kv", "vllm-obj"]
 KEY_STYLES: tuple[KeyStyle, ...] = ("s3kv", "vllm-obj")
+"""Accepted style names; both mean the one layout (``"vllm-obj"`` is an alias)."""
 
 MAX_KEY_BYTES = 1024
 """S3's limit on the UTF-8 length of an object key."""
@@ -45,6 +51,45 @@ def split_offload_key(offload_key: bytes) -> tuple[bytes, int]:
     return bytes(offload_key[:-GROUP_IDX_BYTES]), int.from_bytes(
         offload_key[-GROUP_IDX_BYTES:], "big"
     )
+
+
+def rank_folder(folder: str, rank: int) -> str:
+    """``<folder>_r<rank>``: the folder of one rank's blocks."""
+    return f"{folder}_r{rank}"
+
+
+def block_file(offload_key: bytes) -> str:
+    """``<hhh>/<hh>_g<group>/<hash>.bin``: a block's path below its rank folder."""
+    h = offload_key[:-4].hex()
+    g = _GROUP_PARTS.get(offload_key[-4:]) or _group_part(offload_key[-4:])
+    return f"{h[:3]}/{h[3:5]}{g}{h}.bin"
+
+
+# "_g<group>/" per 4-byte group suffix: vLLM has a handful of KV-cache groups, and the
+# int conversion is a third of block_file's time.
+_GROUP_PARTS: dict[bytes, str] = {}
+
+
+def _group_part(suffix: bytes) -> str:
+    part = f"_g{int.from_bytes(suffix, 'big')}/"
+    if len(_GROUP_PARTS) < 4096:
+        _GROUP_PARTS[suffix] = part
+    return part
+
+
+def block_path(folder: str, rank: int, offload_key: bytes) -> str:
+    """A block's key below the prefix (its path under a vLLM filesystem-tier root)."""
+    return f"{rank_folder(folder, rank)}/{block_file(offload_key)}"
+
+
+def manifest_path(folder: str) -> str:
+    """The manifest's key below the prefix: ``<folder>/config.json``."""
+    return f"{folder}/{CONFIG_FILENAME}"
+
+
+def join_prefix(prefix: str, path: str) -> str:
+    """A normalised prefix and a path below it: ``prefix/path``, or ``path`` alone."""
+    return f"{prefix}/{path}" if prefix else path
 
 
 def normalize_prefix(prefix: str) -> str:
@@ -85,7 +130,6 @@ class KeyMapper:
     __slots__ = (
         "_base",
         "_config_key",
-        "_groups",
         "_max_hash_bytes",
         "_max_key_bytes",
         "namespace",
@@ -103,16 +147,12 @@ class KeyMapper:
         self.namespace = namespace
         self.prefix = normalize_prefix(prefix)
         self.style: KeyStyle = style
-        root = self.root
-        folder_path = f"{root}{namespace.folder}"
-        self._base = f"{folder_path}_r{namespace.rank}/"
-        self._config_key = f"{folder_path}/{CONFIG_FILENAME}"
+        self._base = join_prefix(self.prefix, rank_folder(namespace.folder, namespace.rank)) + "/"
+        self._config_key = join_prefix(self.prefix, manifest_path(namespace.folder))
         # Longest key: base + "hhh/" + "hh_g<10 digits>/" + hex + ".bin".
         fixed = len(self._base.encode("utf-8")) + 4 + 3 + 10 + 1 + 4
         self._max_hash_bytes = (MAX_KEY_BYTES - fixed) // 2
         self._max_key_bytes = self._max_hash_bytes + GROUP_IDX_BYTES
-        # "_g<group>/" per 4-byte group suffix: vLLM has a handful of KV-cache groups.
-        self._groups: dict[bytes, str] = {}
         if self._max_hash_bytes < 32 or len(self._config_key.encode("utf-8")) > MAX_KEY_BYTES:
             raise InvalidPrefixError(
                 f"prefix {self.prefix[:40]!r}... with folder {namespace.folder!r} leaves no "
@@ -122,42 +162,25 @@ class KeyMapper:
 
     @property
     def root(self) -> str:
-        """What precedes the namespace folder in every key."""
-        if self.style == "vllm-obj":
-            return f"{self.prefix}//" if self.prefix else "/"
-        return f"{self.prefix}/" if self.prefix else ""
+        """What precedes the namespace folder in every key (``prefix/``, or nothing)."""
+        return join_prefix(self.prefix, "")
 
     def key_for(self, offload_key: bytes) -> str:
         """The block key of a vLLM OffloadKey (block hash + 4-byte big-endian group)."""
         if type(offload_key) is not bytes or not 7 <= len(offload_key) <= self._max_key_bytes:
             self._reject(offload_key)
-        h = offload_key[:-4].hex()
-        g = self._groups.get(offload_key[-4:]) or self._group_part(offload_key[-4:])
-        return f"{self._base}{h[:3]}/{h[3:5]}{g}{h}.bin"
+        return self._base + block_file(offload_key)
 
     def keys_for(self, offload_keys: Iterable[bytes]) -> list[str]:
-        """:meth:`key_for` over many keys (faster per key: no per-call lookups)."""
-        base, groups, group_part, top = (
-            self._base,
-            self._groups,
-            self._group_part,
-            self._max_key_bytes,
-        )
+        """:meth:`key_for` over many keys."""
+        base, top, file = self._base, self._max_key_bytes, block_file
         out: list[str] = []
         append = out.append
         for k in offload_keys:
             if type(k) is not bytes or not 7 <= len(k) <= top:
                 self._reject(k)
-            h = k[:-4].hex()
-            g = groups.get(k[-4:]) or group_part(k[-4:])
-            append(f"{base}{h[:3]}/{h[3:5]}{g}{h}.bin")
+            append(base + file(k))
         return out
-
-    def _group_part(self, suffix: bytes) -> str:
-        part = f"_g{int.from_bytes(suffix, 'big')}/"
-        if len(self._groups) < 4096:
-            self._groups[suffix] = part
-        return part
 
     def block_key(self, block_hash: bytes, group_idx: int = 0) -> str:
         """The block key of a block hash and KV-cache group index."""
@@ -165,8 +188,7 @@ class KeyMapper:
         _check_group(group_idx)
         if len(block_hash) > self._max_hash_bytes:
             raise InvalidPrefixError(self._too_long(len(block_hash)))
-        h = bytes(block_hash).hex()
-        return f"{self._base}{h[:3]}/{h[3:5]}_g{group_idx}/{h}.bin"
+        return self._base + block_file(bytes(block_hash) + group_idx.to_bytes(4, "big"))
 
     def config_key(self) -> str:
         """The key of the namespace manifest (``<folder>/config.json``)."""

@@ -8,19 +8,25 @@ else is a *stray* key: counted, shown, never copied, never turned into a path.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from s3kv.errors import ManifestError, NotAnS3KVKeyError, ObjectNotFoundError
+from s3kv.keys import join_prefix, manifest_path
 from s3kv.location import Location
-from s3kv.namespace import CONFIG_FILENAME, Namespace
+from s3kv.manifest import MAX_MANIFEST_BYTES
+from s3kv.namespace import Namespace
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import ObjectInfo, Store
+from s3kv.stores.local import temp_target
 
 MAX_EXAMPLES = 100
 """Stray keys (and similar) shown by name in a report; the rest are only counted."""
+STALE_TEMP_SECONDS = 15 * 60
+"""A temp file of a write (``<block>.bin_<token>.tmp``) older than this belongs to a
+write that died between write and rename: no write of one block takes this long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,15 +36,19 @@ class Entry:
     info: ObjectInfo
     parsed: ParsedKey | None
     reason: str = ""
+    temp: bool = False
+    """Not a stray: a temp file of a write in progress, or of one that died before its
+    rename (``parsed`` is None). Never copied; ``verify`` names stale ones, ``gc``
+    removes them."""
 
 
 def root_of(prefix: str) -> str:
-    """What precedes a namespace folder in keys written under ``prefix`` (s3kv style)."""
-    return f"{prefix}/" if prefix else ""
+    """What precedes a namespace folder in keys written under ``prefix``."""
+    return join_prefix(prefix, "")
 
 
 def list_root(location: Location) -> str:
-    """The listing prefix of a location: its prefix and a ``/`` (both key styles)."""
+    """The listing prefix of a location: its prefix and a ``/``."""
     return root_of(location.prefix)
 
 
@@ -52,7 +62,7 @@ def walk(store: Store, location: Location, *, exact_prefix: bool) -> Iterator[En
         try:
             parsed = parse_key(info.key)
         except NotAnS3KVKeyError as exc:
-            yield Entry(info, None, str(exc))
+            yield Entry(info, None, str(exc), temp=_is_temp(info.key))
             continue
         if exact_prefix and parsed.prefix != location.prefix:
             yield Entry(
@@ -65,8 +75,27 @@ def walk(store: Store, location: Location, *, exact_prefix: bool) -> Iterator[En
         yield Entry(info, parsed)
 
 
+def _is_temp(key: str) -> bool:
+    target = temp_target(key)
+    if target is None:
+        return False
+    try:
+        parse_key(target)
+    except NotAnS3KVKeyError:
+        return False
+    return True
+
+
+def usual_size(sizes: Mapping[int, int]) -> int | None:
+    """The block size of a namespace and rank from ``{size: count}`` of its blocks: the
+    most common one (the CPU row stride); on a tie the larger (a short object is the
+    usual corruption). 0-byte blocks never count (no block is empty); None if no other."""
+    counted = [(n, size) for size, n in sizes.items() if size > 0]
+    return max(counted)[1] if counted else None
+
+
 def manifest_key(prefix: str, folder: str) -> str:
-    return f"{root_of(prefix)}{folder}/{CONFIG_FILENAME}"
+    return join_prefix(prefix, manifest_path(folder))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +110,23 @@ class Manifest:
     the folder's digest); empty when it is sound."""
 
 
-def read_manifest(store: Store, prefix: str, folder: str, settings: S3Settings) -> Manifest | None:
-    """The manifest of ``folder`` under ``prefix``, checked against the folder; None if absent."""
-    key = manifest_key(prefix, folder)
+def read_capped(store: Store, key: str, settings: S3Settings) -> bytes:
+    """A manifest's bytes, at most one more than :data:`MAX_MANIFEST_BYTES`.
+
+    Every manifest read goes through here: one byte past the cap is enough for the parser
+    to refuse an oversized object, and a 100 MB one never reaches memory.
+    """
+    return with_retries(lambda: store.get_range(key, start=0, end=MAX_MANIFEST_BYTES + 1), settings)
+
+
+def read_manifest(
+    store: Store, prefix: str, folder: str, settings: S3Settings, *, key: str | None = None
+) -> Manifest | None:
+    """The manifest of ``folder`` under ``prefix``, checked against the folder; None if
+    absent. ``key`` defaults to ``prefix/folder/config.json``."""
+    key = key or manifest_key(prefix, folder)
     try:
-        data, _ = with_retries(lambda: store.get(key), settings)
+        data = read_capped(store, key, settings)
     except ObjectNotFoundError:
         return None
     return Manifest(key, data, *check_manifest(data, folder))

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from s3kv.errors import InvalidNamespaceError, ManifestError, describe_value
+from s3kv.manifest import parse_manifest
 
 DIGEST_LENGTH = 12
 """Hex characters of the sha256 that name a namespace folder (vLLM's _BASE_PATH_HASH_LEN)."""
@@ -37,7 +38,12 @@ _BASE_FIELDS = (
     "kv_cache_groups",
     "inference_engine",
 )
-_OPTIONAL_FIELDS = ("parallel_agnostic", "replicated_layout", "canonical_format")
+_OPTIONAL_FIELDS = (
+    "parallel_agnostic",
+    "replicated_layout",
+    "canonical_format",
+    "storage_format",
+)
 _KNOWN_FIELDS = frozenset(_BASE_FIELDS + _OPTIONAL_FIELDS)
 
 
@@ -81,6 +87,8 @@ class Namespace(BaseModel):
     parallel_agnostic: bool = False
     replicated_layout: bool = False
     canonical_format: str | None = Field(default=None, min_length=1)
+    storage_format: str | None = Field(default=None, min_length=1)
+    """vLLM's development branch hashes ``offloading_spec.storage_format`` (when not None)."""
     extra_fields: Mapping[str, Any] = Field(default_factory=dict)
     """Hashed fields unknown to vLLM 0.33.0, kept from a newer vLLM's manifest."""
 
@@ -148,6 +156,8 @@ class Namespace(BaseModel):
             fields["replicated_layout"] = True
         if self.canonical_format is not None:
             fields["canonical_format"] = self.canonical_format
+        if self.storage_format is not None:
+            fields["storage_format"] = self.storage_format
         fields.update(self.extra_fields)
         return fields
 
@@ -172,11 +182,6 @@ class Namespace(BaseModel):
         """``<model with "/" -> "_">_<digest>``: the namespace folder name."""
         return f"{self.safe_model_name}_{self._digest}"
 
-    @property
-    def rank_folder(self) -> str:
-        """``<folder>_r<rank>``: the folder holding this rank's blocks."""
-        return f"{self.folder}_r{self.rank}"
-
     def for_rank(self, rank: int) -> Namespace:
         """The same namespace seen from another rank (rank is not hashed)."""
         return self.model_copy_validated(rank=rank)
@@ -196,10 +201,13 @@ class Namespace(BaseModel):
     def from_manifest(cls, data: bytes | str | Mapping[str, Any], *, rank: int = 0) -> Namespace:
         """Rebuild a namespace from a ``config.json`` (bytes, text or parsed dict).
 
+        Parsed strictly and bounded (:mod:`s3kv.manifest`): anything unacceptable raises
+        :class:`s3kv.ManifestError`.
+
         Fields unknown to vLLM 0.33.0 (from a newer vLLM) are kept in ``extra_fields`` and
         hashed, so the digest matches the folder the newer vLLM wrote.
         """
-        fields = _parse_manifest(data)
+        fields = parse_manifest(data)
         missing = [name for name in _BASE_FIELDS if name not in fields]
         if missing:
             raise ManifestError(
@@ -223,6 +231,7 @@ class Namespace(BaseModel):
             parallel_agnostic=agnostic,
             replicated_layout=replicated,
             canonical_format=fields.get("canonical_format"),
+            storage_format=fields.get("storage_format"),
             extra_fields={k: v for k, v in fields.items() if k not in _KNOWN_FIELDS},
         )
         try:
@@ -240,14 +249,26 @@ class Namespace(BaseModel):
 
     @classmethod
     def from_vllm_config(
-        cls, config: Any, *, blocks_per_file: int = 1, parallel_agnostic: bool = False
+        cls,
+        config: Any,
+        *,
+        blocks_per_file: int = 1,
+        parallel_agnostic: bool = False,
+        storage_format: str | None = None,
     ) -> Namespace:
         """From vLLM's normalised ``OffloadingConfig``, as ``FileMapper.from_offloading_spec``.
 
         Duck-typed: reads ``model.name``, ``model.dtype``, ``cache.tokens_per_hash``,
         ``groups[i].tokens_per_block``/``layer_names``, ``parallel.*``,
-        ``replicated_layout``, ``canonical_layout`` and ``kv_cache_layout``.
+        ``replicated_layout``, ``canonical_layout`` and ``kv_cache_layout``. ``config`` may
+        also be the ``OffloadingSpec`` holding it (``spec.config``): its
+        ``storage_format``, when it has one and ``storage_format`` is not given, is hashed
+        as vLLM's development branch does (only when not None).
         """
+        if hasattr(config, "config") and not hasattr(config, "model"):
+            if storage_format is None:
+                storage_format = getattr(config, "storage_format", None)
+            config = config.config
         try:
             parallel = config.parallel
             groups = [
@@ -278,6 +299,7 @@ class Namespace(BaseModel):
                 and bool(parallel.is_parallelism_agnostic or replicated),
                 replicated_layout=parallel_agnostic and replicated,
                 canonical_format=canonical_format,
+                storage_format=storage_format,
             )
         except AttributeError as exc:
             raise InvalidNamespaceError(
@@ -350,18 +372,6 @@ def _groups_from(groups: Any) -> tuple[KVCacheGroup, ...]:
         except ValidationError as exc:
             raise InvalidNamespaceError(f"kv_cache_groups[{i}]: {_explain(exc)}") from None
     return tuple(out)
-
-
-def _parse_manifest(data: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(data, Mapping):
-        return dict(data)
-    try:
-        fields = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"manifest is not valid JSON: {exc}") from None
-    if not isinstance(fields, dict):
-        raise ManifestError(f"manifest must be a JSON object; got {type(fields).__name__}")
-    return fields
 
 
 def _explain(exc: ValidationError) -> str:

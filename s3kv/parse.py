@@ -2,16 +2,27 @@
 
 Listing, verification, collection and ``pull`` stand on :func:`parse_key`: a key from a
 bucket is trusted only once it parses, and only a parsed key is turned into a path.
+The regular expressions below only pick a key apart; a key parses only if
+:mod:`s3kv.keys` builds exactly that key back from the parts, so the layout has one
+definition (``block_path``/``manifest_path``) and parsing is its exact inverse.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from s3kv.errors import NotAnS3KVKeyError, describe_value
-from s3kv.keys import GROUP_IDX_BYTES, MAX_GROUP_IDX, MAX_KEY_BYTES, KeyStyle
+from s3kv.keys import (
+    GROUP_IDX_BYTES,
+    MAX_GROUP_IDX,
+    MAX_KEY_BYTES,
+    KeyStyle,
+    block_path,
+    join_prefix,
+    manifest_path,
+)
 from s3kv.namespace import CONFIG_FILENAME, DIGEST_LENGTH
 
 _FOLDER = re.compile(rf"^(?P<model>.+)_(?P<digest>[0-9a-f]{{{DIGEST_LENGTH}}})$")
@@ -29,6 +40,7 @@ class ParsedKey:
 
     kind: Literal["block", "manifest"]
     style: KeyStyle
+    """Always ``"s3kv"``: vLLM's filesystem and object-store tiers store the same keys."""
     prefix: str
     """The prefix before the namespace folder, without surrounding ``/``."""
     folder: str
@@ -51,17 +63,21 @@ class ParsedKey:
     def relative_path(self) -> str:
         """The key without prefix: the path under a vLLM filesystem-tier root."""
         if self.kind == "manifest":
-            return f"{self.folder}/{CONFIG_FILENAME}"
-        assert self.block_hash is not None
-        h = self.block_hash.hex()
-        return f"{self.folder}_r{self.rank}/{h[:3]}/{h[3:5]}_g{self.group_idx}/{h}.bin"
+            return manifest_path(self.folder)
+        assert self.rank is not None
+        return block_path(self.folder, self.rank, self.offload_key)
+
+    @property
+    def key(self) -> str:
+        """The full key: the prefix, then :attr:`relative_path`."""
+        return join_prefix(self.prefix, self.relative_path)
 
 
 def parse_key(key: str) -> ParsedKey:
     """Parse a block or manifest key; :class:`NotAnS3KVKeyError` for anything else.
 
-    Both styles are understood: ``prefix/folder_r0/...`` (s3kv, vLLM filesystem tier) and
-    ``prefix//folder_r0/...`` or ``/folder_r0/...`` (vLLM's object-store tier).
+    Accepts exactly the keys :class:`s3kv.KeyMapper` builds (any style: they share one
+    layout), which are also the keys vLLM's filesystem and object-store tiers store.
     """
     if not isinstance(key, str):
         raise NotAnS3KVKeyError(f"a key must be a str; got {type(key).__name__}")
@@ -77,11 +93,10 @@ def parse_key(key: str) -> ParsedKey:
     if parts[-1] == CONFIG_FILENAME and len(parts) >= 2:
         match = _FOLDER.match(parts[-2])
         if match:
-            style, prefix = _prefix_of(key, parts[:-2])
-            return ParsedKey(
+            return _rebuilt(
+                key,
                 kind="manifest",
-                style=style,
-                prefix=prefix,
+                prefix=_prefix_of(key, parts[:-2]),
                 folder=parts[-2],
                 model_part=match["model"],
                 digest=match["digest"],
@@ -90,26 +105,19 @@ def parse_key(key: str) -> ParsedKey:
         rank_m = _RANK_FOLDER.match(parts[-4])
         group_m = _GROUP_FOLDER.match(parts[-2])
         file_m = _FILE.match(parts[-1])
-        if rank_m and group_m and file_m:
-            hex_hash = file_m["hash"]
-            group = int(group_m["group"])
-            if (
-                parts[-3] == hex_hash[:3]
-                and group_m["h2"] == hex_hash[3:5]
-                and group <= MAX_GROUP_IDX
-            ):
-                style, prefix = _prefix_of(key, parts[:-4])
-                return ParsedKey(
-                    kind="block",
-                    style=style,
-                    prefix=prefix,
-                    folder=rank_m["folder"],
-                    model_part=rank_m["model"],
-                    digest=rank_m["digest"],
-                    rank=int(rank_m["rank"]),
-                    group_idx=group,
-                    block_hash=bytes.fromhex(hex_hash),
-                )
+        if rank_m and group_m and file_m and int(group_m["group"]) <= MAX_GROUP_IDX:
+            # The fan-out folders (parts[-3], the "hh" of parts[-2]) are checked by _rebuilt.
+            return _rebuilt(
+                key,
+                kind="block",
+                prefix=_prefix_of(key, parts[:-4]),
+                folder=rank_m["folder"],
+                model_part=rank_m["model"],
+                digest=rank_m["digest"],
+                rank=int(rank_m["rank"]),
+                group_idx=int(group_m["group"]),
+                block_hash=bytes.fromhex(file_m["hash"]),
+            )
     raise NotAnS3KVKeyError(
         f"not an s3kv key: {describe_value(key)}; expected "
         "[prefix/]<model>_<digest>_r<rank>/<hhh>/<hh>_g<group>/<hash>.bin or "
@@ -117,16 +125,22 @@ def parse_key(key: str) -> ParsedKey:
     )
 
 
-def _prefix_of(key: str, segments: list[str]) -> tuple[KeyStyle, str]:
-    """Style and prefix from the segments before the folder; rejects unsafe ones."""
-    style: KeyStyle = "s3kv"
-    if segments and segments[-1] == "":
-        # vLLM's object-store tier: "/folder..." or "prefix//folder...".
-        style = "vllm-obj"
-        segments = segments[:-1]
+def _prefix_of(key: str, segments: list[str]) -> str:
+    """The prefix from the segments before the folder; rejects unsafe ones."""
     for segment in segments:
         if segment in ("", ".", ".."):
             raise NotAnS3KVKeyError(
                 f"not an s3kv key (empty, '.' or '..' path segment): {describe_value(key)}"
             )
-    return style, "/".join(segments)
+    return "/".join(segments)
+
+
+def _rebuilt(key: str, **fields: Any) -> ParsedKey:
+    """The parts of ``key``, if :mod:`s3kv.keys` builds ``key`` back from them."""
+    parsed = ParsedKey(style="s3kv", **fields)
+    if parsed.key != key:
+        raise NotAnS3KVKeyError(
+            f"not an s3kv key (not in the layout s3kv builds; it would read "
+            f"{parsed.key!r}): {describe_value(key)}"
+        )
+    return parsed

@@ -17,14 +17,42 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from s3kv.errors import S3KVError, TransientStoreError
 from s3kv.jobs import BlockResult, TransferJob
 from s3kv.retry import backoff_delay
 from s3kv.settings import S3Settings
 
-Done = Callable[[BlockResult | None, BaseException | None], None]
+
+class Done:
+    """One attempt's completion: call it once with ``(result, None)`` or ``(None, error)``.
+
+    A second call is ignored, and :meth:`guard` wraps a transport callback so that an
+    exception raised inside it (a transport swallows those) completes the attempt as
+    failed: no callback can strand a job.
+    """
+
+    __slots__ = ("_called", "_fn")
+
+    def __init__(self, fn: Callable[[BlockResult | None, BaseException | None], None]) -> None:
+        self._fn = fn
+        self._called = False
+
+    def __call__(self, result: BlockResult | None, error: BaseException | None) -> None:
+        if self._called:
+            return
+        self._called = True
+        self._fn(result, error)
+
+    def guard(self, callback: Callable[..., None]) -> Callable[..., None]:
+        def guarded(*args: Any, **kwargs: Any) -> None:
+            try:
+                callback(*args, **kwargs)
+            except BaseException as exc:
+                self(None, exc)
+
+        return guarded
 
 
 class Attempt(Protocol):
@@ -103,8 +131,10 @@ class PipelinedJob(TransferJob):
             self._launch(attempt, tries, deadline)
 
     def _launch(self, attempt: Attempt, tries: int, deadline: float) -> None:
-        def done(result: BlockResult | None, error: BaseException | None) -> None:
+        def completed(result: BlockResult | None, error: BaseException | None) -> None:
             self._completed(attempt, tries + 1, deadline, result, error)
+
+        done = Done(completed)
 
         self._starting.active = True
         try:
@@ -123,7 +153,12 @@ class PipelinedJob(TransferJob):
         error: BaseException | None,
     ) -> None:
         if result is None:
-            result = self._retry_or_fail(attempt, tries, deadline, error)
+            try:
+                result = self._retry_or_fail(attempt, tries, deadline, error)
+            except Exception as exc:  # a give-up that fails must not lose the block
+                result = BlockResult(
+                    attempt.key, "failed", reason=f"unexpected {type(exc).__name__}: {exc}"
+                )
         # The freed slot goes straight to the next ready block, from this (transport)
         # thread: waking the driver for every completion costs a thread hand-off each.
         # A completion reported from inside start() (a synchronous failure) leaves the

@@ -15,7 +15,9 @@ class TransferReport:
     """The outcome of one batch. Keys are vLLM OffloadKeys (``bytes``).
 
     A key is in exactly one of ``done``, ``already_present``, ``missing`` or ``failed``.
-    A block that failed never shows as done.
+    A block that failed never shows as done. ``unverified_keys`` is no fifth outcome but
+    a property of some done ones: loaded blocks that carried no recorded checksum (vLLM's
+    object-store tier writes none, nor does a directory), so only their size was checked.
     """
 
     operation: Literal["upload", "download"]
@@ -31,7 +33,9 @@ class TransferReport:
     """Payload bytes moved."""
     seconds: float = 0.0
     unverified: int = 0
-    """Download: blocks that carried no recorded checksum (size-checked only)."""
+    """Download: how many done blocks carried no recorded checksum (size-checked only)."""
+    unverified_keys: tuple[builtins.bytes, ...] = ()
+    """Download: those blocks (a subset of ``done``)."""
     data: Mapping[builtins.bytes, builtins.bytes] = field(default_factory=dict)
     """Download without ``into``: the blocks' bytes."""
 
@@ -61,6 +65,8 @@ class TransferReport:
         else:
             parts.append(f"{len(self.missing)} missing")
         parts.append(f"{len(self.failed)} failed")
+        if self.unverified:
+            parts.append(f"{self.unverified} unverified (no recorded checksum; size checked)")
         mib = self.bytes / 2**20
         return f"{', '.join(parts)}; {mib:.1f} MiB in {self.seconds:.2f}s ({rate:.1f} MiB/s)"
 

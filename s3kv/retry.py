@@ -33,8 +33,9 @@ def with_retries(
     after ``deadline`` (a ``time.monotonic()`` value; default: now + deadline_seconds),
     re-raising the last error with the count of attempts.
     """
+    started = time.monotonic()
     if deadline is None:
-        deadline = time.monotonic() + settings.deadline_seconds
+        deadline = started + settings.deadline_seconds
     attempt = 0
     while True:
         attempt += 1
@@ -43,7 +44,11 @@ def with_retries(
         except TransientStoreError as exc:
             delay = backoff_delay(settings, attempt)
             if attempt >= settings.max_attempts or time.monotonic() + delay > deadline:
-                raise TransientStoreError(f"{exc} (gave up after {attempt} attempts)") from exc
+                raise TransientStoreError(
+                    f"{exc} (gave up after {attempt} attempts in "
+                    f"{time.monotonic() - started:.1f}s; limits: S3KV_MAX_ATTEMPTS="
+                    f"{settings.max_attempts}, S3KV_DEADLINE_SECONDS={settings.deadline_seconds:g})"
+                ) from exc
             if cancelled is not None:
                 if cancelled.wait(delay):
                     raise TransferCancelledError("cancelled while waiting to retry") from exc

@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
@@ -115,6 +116,8 @@ class S3Settings(BaseModel):
             raise ValueError(
                 f"endpoint_url {self.endpoint_url!r} must start with http:// or https://"
             )
+        if self.endpoint_url is not None:
+            _check_endpoint(self.endpoint_url)
         return self
 
     @property
@@ -157,6 +160,33 @@ class S3Settings(BaseModel):
         }
         body = ", ".join(f"{k}={v!r}" for k, v in shown.items())
         return f"S3Settings({body})"
+
+
+def _check_endpoint(url: str) -> None:
+    """A URL botocore and awscrt can connect to: a host, a valid port, nothing else odd."""
+    if "@" in url.partition("://")[2].partition("/")[0]:
+        # Not echoed: the part before "@" may be a password.
+        raise ValueError(
+            "endpoint_url must not hold a user name or password; give credentials through "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --profile"
+        )
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(
+            f"endpoint_url {url!r} is not a valid URL ({exc}); e.g. http://minio:9000 or "
+            "http://[::1]:9000"
+        ) from None
+    if not parts.hostname:
+        raise ValueError(f"endpoint_url {url!r} names no host; e.g. http://minio:9000")
+    if port == 0:
+        raise ValueError(f"endpoint_url {url!r} has port 0; e.g. http://minio:9000")
+    if parts.query or parts.fragment or any(ord(c) <= 32 or ord(c) == 127 for c in url):
+        raise ValueError(
+            f"endpoint_url {url!r} has a query, fragment, space or control character; "
+            "give only scheme, host and port, e.g. http://minio:9000"
+        )
 
 
 def _explain(exc: ValidationError, env: Mapping[str, str]) -> str:

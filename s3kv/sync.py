@@ -8,6 +8,14 @@ with a bounded number of blocks in flight (memory stays flat for any count),
 checksummed, and resumable: the destination is listed once alongside the source
 (:class:`s3kv.listing.SortedPresence`), so a re-run sends only what is missing.
 Both sides on one S3 endpoint: server-side copy; otherwise bytes stream through.
+
+A block whose source records no checksum (vLLM's object-store tier, another client, any
+directory) is size-checked instead: it must be non-empty and as large as its namespace
+and rank's usual size (learned from one listing of that rank's folder, made only when
+such a block turns up), and it is counted ``unverified``. A destination block of the
+right size counts as already present, unless both sides record checksums and they
+differ. A namespace whose manifest cannot be written (a folder that cannot be made) is
+reported failed with the reason, and the sync goes on with the others.
 """
 
 from __future__ import annotations
@@ -15,25 +23,37 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from s3kv import integrity
-from s3kv.errors import S3KVError, SizeMismatchError
+from s3kv.errors import (
+    AccessDeniedError,
+    BucketNotFoundError,
+    ChecksumMismatchError,
+    ObjectNotFoundError,
+    S3KVError,
+    SizeMismatchError,
+    StoreError,
+    TransientStoreError,
+)
 from s3kv.listing import (
     MAX_EXAMPLES,
     Entry,
     SortedPresence,
     check_manifest,
     manifest_key,
+    read_capped,
     read_manifest,
     root_of,
+    usual_size,
     walk,
 )
 from s3kv.location import Location, parse_location
-from s3kv.parse import ParsedKey
+from s3kv.parse import ParsedKey, parse_key
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, S3Store, Store, open_store
@@ -42,7 +62,10 @@ from s3kv.transfer import BLOCK_TAGS
 MAX_FAILURES_KEPT = 1000
 """Failed blocks named in a report (all are counted)."""
 
-ManifestStatus = Literal["copied", "present", "would-copy", "missing", "invalid", "conflict"]
+ManifestStatus = Literal[
+    "copied", "present", "would-copy", "missing", "invalid", "conflict", "failed"
+]
+_BAD_MANIFEST = ("invalid", "conflict", "failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +96,8 @@ class NamespaceSync:
     """Blocks not copied because the namespace's manifest is missing, invalid or in conflict."""
     bytes: int = 0
     problem: str = ""
+    unverified: int = 0
+    """Copied blocks whose source recorded no checksum (size-checked only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,14 +131,19 @@ class SyncReport:
     server_side: bool = False
     dry_run: bool = False
     destination_listings: int = 0
+    unverified: int = 0
+    """Of ``copied``: blocks whose source recorded no checksum, so only their size was
+    checked. They do not make ``ok`` false."""
 
     @property
     def ok(self) -> bool:
-        """No block failed and no namespace was left out for want of a sound manifest."""
+        """No block failed, no key was refused as stray, and no namespace was left out for
+        want of a sound manifest."""
         return (
             self.failed == 0
             and self.skipped == 0
-            and all(n.manifest not in ("invalid", "conflict") for n in self.namespaces)
+            and self.stray_keys == 0
+            and all(n.manifest not in _BAD_MANIFEST for n in self.namespaces)
         )
 
 
@@ -168,6 +198,10 @@ class _Sync:
         self.server_side = (
             isinstance(src, S3Store) and isinstance(dst, S3Store) and src.endpoint == dst.endpoint
         )
+        # Only S3 objects record checksums; a directory records none.
+        self.compare_checksums = isinstance(src, S3Store) and isinstance(dst, S3Store)
+        self.sizes: dict[str, int | None] = {}  # rank folder key prefix -> its usual size
+        self.sizes_lock = threading.Lock()
         self.dst_root = root_of(dst_loc.prefix)
         self.presence = SortedPresence(dst, self.dst_root)
         self.namespaces: dict[str, NamespaceSync] = {}
@@ -186,6 +220,8 @@ class _Sync:
         try:
             for entry in walk(self.src, self.src_loc, exact_prefix=True):
                 if entry.parsed is None:
+                    if entry.temp:  # a write in progress (or one that died), not a stray
+                        continue
                     self.stray += 1
                     if len(self.stray_examples) < MAX_EXAMPLES:
                         self.stray_examples.append(entry.info.key)
@@ -210,15 +246,26 @@ class _Sync:
         if self.options.ranks and parsed.rank not in self.options.ranks:
             return
         self.listed += 1
+        relative = parsed.relative_path
+        if state.manifest == "failed":
+            self._fail(
+                parsed.folder,
+                self.dst_root + relative,
+                f"not copied: the namespace's manifest could not be written ({state.problem})",
+            )
+            return
         if state.manifest in ("invalid", "conflict") or (
             state.manifest == "missing" and not self.options.allow_missing_manifest
         ):
             self._count(parsed.folder, skipped=1)
             return
-        relative = parsed.relative_path
         present_size = self.presence.size_of(relative)
         if present_size is not None:
-            if present_size == entry.info.size:
+            if present_size == entry.info.size and self.compare_checksums:
+                self.slots.acquire()
+                future = self.pool.submit(self._confirm, entry.info.key, self.dst_root + relative)
+                future.add_done_callback(self._collector(parsed.folder, self.dst_root + relative))
+            elif present_size == entry.info.size:
                 self._count(parsed.folder, already_present=1)
             else:
                 self._fail(
@@ -260,7 +307,12 @@ class _Sync:
         elif manifest.problem:
             status, problem = "invalid", f"{manifest.key}: {manifest.problem}"
         else:
-            status, problem = self._put_manifest(folder, manifest.data)
+            try:
+                status, problem = self._put_manifest(folder, manifest.data)
+            except (AccessDeniedError, BucketNotFoundError, TransientStoreError):
+                raise  # the whole destination is unusable: no other namespace would fare better
+            except StoreError as exc:
+                status, problem = "failed", str(exc)
         state = NamespaceSync(folder, status, problem=problem)
         self.namespaces[folder] = state
         return state
@@ -275,7 +327,7 @@ class _Sync:
         )
         if created:
             return "copied", ""
-        existing, _ = with_retries(lambda: self.dst.get(key), self.settings)
+        existing = read_capped(self.dst, key, self.settings)
         if existing == data:
             return "present", ""
         theirs, problem = check_manifest(existing, folder)
@@ -289,38 +341,79 @@ class _Sync:
 
     # -- blocks -----------------------------------------------------------------------
 
-    def _copy(self, src_key: str, dst_key: str, size: int) -> tuple[bool, int]:
-        """Copy one block; (created, bytes)."""
+    def _copy(self, src_key: str, dst_key: str, size: int) -> tuple[bool, int, bool]:
+        """Copy one block; (created, bytes, unverified)."""
+        where = self.src_loc.url_for(src_key)
         if self.server_side:
+            # The bytes never pass here: the source's metadata says whether they can be
+            # trusted, and a block without a checksum gets its size checked first.
+            info = with_retries(lambda: self.src.head(src_key), self.src_settings)
+            if info is None:
+                raise ObjectNotFoundError(f"HEAD {where}: no such object")
+            if info.checksum is None:
+                integrity.check_size(info.size, self._usual_size(src_key), where=where)
             created = with_retries(
                 lambda: self.dst.copy_from(self.src, src_key, dst_key), self.settings
             )
-            return created, size if created else 0
+            return created, size if created else 0, created and info.checksum is None
         data, info = with_retries(lambda: self.src.get(src_key), self.src_settings)
-        where = self.src_loc.url_for(src_key)
         if len(data) != size:
             raise SizeMismatchError(f"{where}: listed as {size} bytes, read {len(data)}")
         checksum = info.checksum
         if checksum is not None:
             integrity.verify(checksum, data, where=where)
         else:
+            integrity.check_size(len(data), self._usual_size(src_key), where=where)
             checksum = integrity.compute(self.settings.checksum, data)
         options = PutOptions(create_only=True, checksum=checksum, tags=BLOCK_TAGS)
         created = with_retries(lambda: self.dst.put(dst_key, data, options), self.settings)
-        return created, len(data) if created else 0
+        return created, len(data) if created else 0, created and info.checksum is None
 
-    def _collector(self, folder: str, dst_key: str) -> Callable[[Future[tuple[bool, int]]], None]:
-        def done(future: Future[tuple[bool, int]]) -> None:
+    def _confirm(self, src_key: str, dst_key: str) -> tuple[bool, int, bool]:
+        """A destination block of the right size: already present, unless both sides
+        record checksums and they differ (raises :class:`ChecksumMismatchError`)."""
+        theirs = with_retries(lambda: self.dst.head(dst_key), self.settings)
+        ours = with_retries(lambda: self.src.head(src_key), self.src_settings)
+        a = theirs.checksum if theirs is not None else None
+        b = ours.checksum if ours is not None else None
+        if a is not None and b is not None and a.algorithm == b.algorithm and a != b:
+            raise ChecksumMismatchError(
+                f"{self.dst_loc.url_for(dst_key)} exists with the source's size but another "
+                f"{a.algorithm} checksum ({a.value}, the source's is {b.value}); left alone. "
+                "Run 's3kv verify --deep' on the destination"
+            )
+        return False, 0, False
+
+    def _usual_size(self, src_key: str) -> int | None:
+        """The usual block size of the source folder holding ``src_key`` (its namespace
+        and rank), from one listing of that folder, made the first time it is asked."""
+        folder = src_key.rsplit("/", 3)[0] + "/"  # prefix/<folder>_r<rank>/
+        with self.sizes_lock:
+            if folder not in self.sizes:
+                sizes: Counter[int] = Counter()
+                for info in self.src.list(folder):
+                    try:
+                        if parse_key(info.key).kind == "block":
+                            sizes[info.size] += 1
+                    except S3KVError:
+                        continue
+                self.sizes[folder] = usual_size(sizes)
+            return self.sizes[folder]
+
+    def _collector(
+        self, folder: str, dst_key: str
+    ) -> Callable[[Future[tuple[bool, int, bool]]], None]:
+        def done(future: Future[tuple[bool, int, bool]]) -> None:
             self.slots.release()
             try:
-                created, nbytes = future.result()
+                created, nbytes, unverified = future.result()
             except S3KVError as exc:
                 self._fail(folder, dst_key, str(exc))
             except Exception as exc:  # a bug must not lose the block: report it
                 self._fail(folder, dst_key, f"unexpected {type(exc).__name__}: {exc}")
             else:
                 if created:
-                    self._count(folder, copied=1, bytes=nbytes)
+                    self._count(folder, copied=1, bytes=nbytes, unverified=int(unverified))
                 else:
                     self._count(folder, already_present=1)
 
@@ -374,4 +467,5 @@ class _Sync:
             server_side=self.server_side,
             dry_run=self.options.dry_run,
             destination_listings=self.presence.listings,
+            unverified=sum(s.unverified for s in states),
         )

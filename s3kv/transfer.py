@@ -8,11 +8,17 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeAlias
 
-from s3kv.errors import InvalidInputError, InvalidKeyError, ManifestError, ObjectNotFoundError
+from s3kv.errors import (
+    ClosedError,
+    InvalidInputError,
+    InvalidKeyError,
+    ManifestError,
+    ObjectNotFoundError,
+)
 from s3kv.keys import KeyMapper, KeyStyle, make_offload_key
+from s3kv.listing import read_capped
 from s3kv.location import Location, parse_location
 from s3kv.namespace import Namespace
-from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import Store, open_store
 
@@ -49,9 +55,18 @@ class Transfer:
         self.concurrency = concurrency or self.settings.concurrency
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._closed = False
+
+    def _check_open(self) -> None:
+        """Refuse work after :meth:`close` (its store and pool are gone)."""
+        if self._closed:
+            raise ClosedError(
+                f"this {type(self).__name__} for {self.location.url} is closed; open a new one"
+            )
 
     @property
     def executor(self) -> ThreadPoolExecutor:
+        self._check_open()
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
@@ -66,7 +81,7 @@ class Transfer:
         """The namespace the stored ``config.json`` describes; None if there is none."""
         key = self.keys.config_key()
         try:
-            data, _ = with_retries(lambda: self.store.get(key), self.settings)
+            data = read_capped(self.store, key, self.settings)
         except ObjectNotFoundError:
             return None
         try:
@@ -75,8 +90,12 @@ class Transfer:
             raise ManifestError(f"{self.url_for(key)}: {exc}") from None
 
     def close(self, *, wait: bool = True) -> None:
-        """Stop the pool (waiting for running blocks unless ``wait=False``)."""
+        """Stop the pool (waiting for running blocks unless ``wait=False``); later calls
+        raise :class:`ClosedError`. Closing twice is harmless."""
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=wait, cancel_futures=not wait)
@@ -104,6 +123,18 @@ def offload_key_of(block: object) -> bytes:
     )
 
 
+def refuse_duplicates(keys: Iterable[bytes]) -> None:
+    """One key twice in one call is refused: it would be sent (or loaded) twice and
+    could land in two outcomes of one report."""
+    seen: set[bytes] = set()
+    for key in keys:
+        if key in seen:
+            raise InvalidInputError(
+                f"block {key.hex()} is given twice in one call; pass each key once"
+            )
+        seen.add(key)
+
+
 def pairs_of(items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:
     if isinstance(items, Mapping):
         return items.items()
@@ -111,7 +142,13 @@ def pairs_of(items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[t
 
 
 def as_bytes_view(buffer: object, key: bytes, *, writable: bool) -> memoryview:
-    """A flat byte view of a caller's buffer, without copying it."""
+    """A flat byte view of a caller's buffer, without copying it.
+
+    The one buffer check, made before any request: a buffer that is not a buffer, not
+    contiguous (a strided view), read-only where bytes must land, empty, or of a format
+    that cannot be read as bytes raises :class:`InvalidInputError` here, so no transport
+    callback ever meets it.
+    """
     try:
         view = memoryview(buffer)  # type: ignore[arg-type]
     except TypeError:
@@ -121,11 +158,19 @@ def as_bytes_view(buffer: object, key: bytes, *, writable: bool) -> memoryview:
         ) from None
     if writable and view.readonly:
         raise InvalidInputError(f"block {key.hex()}: the buffer to load into is read-only")
-    if view.format == "B" and view.ndim == 1:
-        return view
     if not view.c_contiguous:
         raise InvalidInputError(
-            f"block {key.hex()}: the buffer is not contiguous; pass a contiguous row "
-            "(numpy.ascontiguousarray)"
+            f"block {key.hex()}: the buffer is not contiguous (a strided view); pass a "
+            "contiguous row (numpy.ascontiguousarray)"
         )
-    return view.cast("B")
+    if view.nbytes == 0:
+        raise InvalidInputError(f"block {key.hex()}: the buffer is empty; no block is 0 bytes")
+    if view.format == "B" and view.ndim == 1:
+        return view
+    try:
+        return view.cast("B")
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"block {key.hex()}: a buffer of format {view.format!r} cannot be read as bytes "
+            f"({exc}); pass a numpy array or bytes-like object"
+        ) from None

@@ -13,7 +13,14 @@ from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
 from s3kv.stores import PutOptions
-from s3kv.transfer import BLOCK_TAGS, Transfer, as_bytes_view, offload_key_of, pairs_of
+from s3kv.transfer import (
+    BLOCK_TAGS,
+    Transfer,
+    as_bytes_view,
+    offload_key_of,
+    pairs_of,
+    refuse_duplicates,
+)
 
 MANIFEST_OPTIONS = PutOptions(create_only=True)
 
@@ -37,6 +44,7 @@ class Uploader(Transfer):
         An existing manifest must hold the same fields, else :class:`NamespaceConflictError`
         shows both; an unreadable one raises :class:`ManifestError`.
         """
+        self._check_open()
         if self._manifest_ready:
             return False
         # Read first: a cluster holding only a reader policy can then start on a cache a
@@ -75,12 +83,17 @@ class Uploader(Transfer):
         ``items`` maps OffloadKeys (or ``(hash, group)``) to bytes-like buffers (bytes,
         bytearray, memoryview, numpy rows). Buffers are sent as they are, not copied;
         keep them unchanged until the job is done. ``on_done(job)`` runs once, on the
-        thread that finished the last block, after the report is ready.
+        thread that finished the last block, after the report is ready. Buffers are
+        checked before any request (contiguous, non-empty, readable as bytes; else
+        :class:`InvalidInputError`), and a key given twice is refused, so each key lands
+        in exactly one outcome.
         """
+        self._check_open()
         blocks = []
         for block, buffer in pairs_of(items):
             key = offload_key_of(block)
             blocks.append((key, as_bytes_view(buffer, key, writable=False)))
+        refuse_duplicates(key for key, _ in blocks)
         self.ensure_manifest()
         if all(self.store.can_submit(len(view)) for _, view in blocks):
             attempts = [_PutAttempt(self, key, view) for key, view in blocks]
@@ -145,7 +158,7 @@ class _PutAttempt:
             else:
                 done(BlockResult(key, "already_present"), None)
 
-        up.store.submit_put(self.object_key, self.view, options, finished)
+        up.store.submit_put(self.object_key, self.view, options, done.guard(finished))
 
     def give_up(self, reason: str) -> BlockResult:
         return BlockResult(self.key, "failed", reason=reason)

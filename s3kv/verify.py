@@ -4,7 +4,10 @@ One listing gives keys and sizes: every key must parse; every manifest must hash
 folder's digest; blocks of one namespace and rank are rows of one CPU-tier tensor, so
 they share a size, and a block of another size (fewer than the majority) is short or
 corrupt. ``deep`` reads every block and checks the checksum recorded when it was stored.
-Blocks of a namespace without a manifest are orphans.
+Blocks of a namespace without a manifest are orphans. A 0-byte block is never valid.
+A temp file of a write that died before its rename (older than
+:data:`~s3kv.listing.STALE_TEMP_SECONDS`) is a ``stale-temp`` finding, which ``s3kv gc``
+removes; a younger one is a write in progress and is left alone.
 """
 
 from __future__ import annotations
@@ -14,15 +17,16 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Literal
 
 from s3kv import integrity
 from s3kv.errors import IntegrityError, S3KVError
-from s3kv.listing import read_manifest, walk
+from s3kv.listing import STALE_TEMP_SECONDS, read_manifest, usual_size, walk
 from s3kv.location import Location, parse_location
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
-from s3kv.stores import Store, open_store
+from s3kv.stores import LocalStore, ObjectInfo, Store, open_store
 
 FindingKind = Literal[
     "stray-key",
@@ -32,6 +36,7 @@ FindingKind = Literal[
     "size-mismatch",
     "checksum-mismatch",
     "read-failed",
+    "stale-temp",
 ]
 MAX_FINDINGS_PER_KIND = 1000
 """Findings of one kind kept by name in a report (all are counted)."""
@@ -58,7 +63,9 @@ class VerifyReport:
     blocks_read: int = 0
     bytes_read: int = 0
     unverified: int = 0
-    """Deep: blocks read that carry no recorded checksum (size-checked only)."""
+    """Blocks with no recorded checksum, so size-checked only. Deep: exact, blocks read
+    without one. Otherwise as far as the listing tells (as ``s3kv ls``): every block in a
+    directory, and on S3 the blocks of namespaces without a manifest."""
     seconds: float = 0.0
 
     @property
@@ -74,7 +81,8 @@ class _Rank:
 
 @dataclass
 class _Namespace:
-    manifest: bool = False
+    manifests: list[str] = field(default_factory=list)
+    """Manifest keys as listed (both key styles may hold one)."""
     blocks: int = 0
     ranks: dict[int, _Rank] = field(default_factory=dict)
 
@@ -122,11 +130,14 @@ class _Verify:
             for entry in walk(self.store, self.loc, exact_prefix=False):
                 parsed = entry.parsed
                 if parsed is None:
-                    self.add("stray-key", entry.info.key, entry.reason)
+                    if entry.temp:
+                        self._temp(entry.info)
+                    else:
+                        self.add("stray-key", entry.info.key, entry.reason)
                     continue
                 ns = spaces.setdefault((parsed.prefix, parsed.folder), _Namespace())
                 if parsed.kind == "manifest":
-                    ns.manifest = True
+                    ns.manifests.append(entry.info.key)
                     continue
                 assert parsed.rank is not None
                 blocks += 1
@@ -143,6 +154,11 @@ class _Verify:
                     future.add_done_callback(lambda _: self.slots.release())
         for (prefix, folder), ns in sorted(spaces.items()):
             self._check_namespace(prefix, folder, ns)
+        if not self.deep:
+            unrecorded = isinstance(self.store, LocalStore)  # a directory records none
+            self.unverified = sum(
+                ns.blocks for ns in spaces.values() if unrecorded or not ns.manifests
+            )
         return VerifyReport(
             location=self.loc.url,
             namespaces=len(spaces),
@@ -158,14 +174,15 @@ class _Verify:
 
     def _check_namespace(self, prefix: str, folder: str, ns: _Namespace) -> None:
         where = f"{prefix}/{folder}" if prefix else folder
-        if ns.manifest:
-            manifest = read_manifest(self.store, prefix, folder, self.settings)
+        # Each manifest as listed: the key pull would read is one of them.
+        for key in ns.manifests:
+            manifest = read_manifest(self.store, prefix, folder, self.settings, key=key)
             if manifest is not None and manifest.problem:
                 kind: FindingKind = (
                     "manifest-invalid" if manifest.namespace is None else "manifest-mismatch"
                 )
                 self.add(kind, manifest.key, manifest.problem)
-        elif ns.blocks:
+        if not ns.manifests and ns.blocks:
             self.add(
                 "orphan",
                 where,
@@ -176,13 +193,14 @@ class _Verify:
                 ),
             )
         for rank_no, rank in sorted(ns.ranks.items()):
-            if len(rank.sizes) < 2:
+            for key in rank.keys.get(0, []):
+                self.add("size-mismatch", key, "0 bytes: never a valid block")
+            usual = usual_size(rank.sizes)
+            if usual is None or len(rank.sizes) - (0 in rank.sizes) < 2:
                 continue
-            # The majority size is the row size; on a tie the larger (a short object is
-            # the usual corruption).
-            usual, count = max(rank.sizes.items(), key=lambda item: (item[1], item[0]))
+            count = rank.sizes[usual]
             for size, keys in sorted(rank.keys.items()):
-                if size == usual:
+                if size in (usual, 0):
                     continue
                 for key in keys:
                     self.add(
@@ -193,6 +211,17 @@ class _Verify:
                             f"{rank_no} are {usual} bytes: a short or foreign object"
                         ),
                     )
+
+    def _temp(self, info: ObjectInfo) -> None:
+        when = info.last_modified
+        if when is not None and (datetime.now(timezone.utc) - when).total_seconds() > (
+            STALE_TEMP_SECONDS
+        ):
+            self.add(
+                "stale-temp",
+                info.key,
+                "temp file of a write that died before its rename; 's3kv gc' removes it",
+            )
 
     def _read(self, key: str) -> None:
         where = self.loc.url_for(key)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build .venv-vllm: a Python 3.11 virtualenv with vLLM 0.33.0 (no dependency tree),
-# a CPU torch, just the modules vllm.v1.kv_offload imports, the test tools and s3kv
-# itself (editable). Used by the vLLM tier tests; CI runs it from .ci/run.
+# a CPU torch, just the modules vllm.v1.kv_offload imports, NIXL (for vLLM's obj tier),
+# the test tools and s3kv itself (editable). Used by the vLLM tier tests; CI runs it from .ci/run.
 #
 # Idempotent: a stamp inside the venv holds a hash of this script and of
 # pyproject.toml; when both match, the script exits at once.
@@ -30,6 +30,10 @@ vllm_runtime_deps=(
 # xgrammar is installed without its dependencies: they pull in triton (1 GB), which
 # vllm.v1.kv_offload never needs; typing-extensions comes with torch.
 no_deps_extra=(xgrammar apache-tvm-ffi)
+# vLLM's own object-store tier (tiering/obj) reaches S3 through NIXL's OBJ plugin (the AWS
+# C++ SDK); the interop tests and bench/bench_vllm_tier.py run it. The `nixl` wrapper picks
+# nixl_cu12 when it finds no CUDA; --no-deps keeps pip from pulling a CUDA torch.
+nixl_pins=(nixl-cu12==1.5.1 nixl==1.5.1)
 test_deps=(pytest pytest-timeout "moto[server]" hypothesis)
 
 want_stamp() {
@@ -82,6 +86,7 @@ with open(sys.argv[1], "a") as out:
 PY
 "${pip[@]}" install --quiet -c "$constraints" "${vllm_runtime_deps[@]}" "${test_deps[@]}"
 "${pip[@]}" install --quiet -c "$constraints" --no-deps "${no_deps_extra[@]}"
+"${pip[@]}" install --quiet -c "$constraints" --no-deps "${nixl_pins[@]}"
 if [[ -f "$repo/pyproject.toml" ]]; then
   "${pip[@]}" install --quiet -c "$constraints" -e "$repo"
 else
@@ -104,6 +109,8 @@ import vllm  # noqa: F401
 import xgrammar  # noqa: F401
 import vllm.v1.kv_offload.tiering.base  # noqa: F401
 import vllm.v1.kv_offload.tiering.fs.manager  # noqa: F401
+import nixl._api  # noqa: F401
+import vllm.v1.kv_offload.tiering.obj.manager  # noqa: F401
 print(f"vllm-venv: torch {torch.__version__}, vllm {md.version('vllm')} ok")
 EOF
 

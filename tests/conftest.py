@@ -26,6 +26,12 @@ from typing import Any
 
 import pytest
 
+from tests.servers import rgw_keep
+from tests.servers.rgw_keep import (  # noqa: F401  (hooks: Ceph logs kept only on failure)
+    pytest_runtest_makereport,
+    pytest_terminal_summary,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / ".s3kv-test-artifacts"
 TRACE_FILE = ARTIFACTS / f"s3-operations-{os.getpid()}.jsonl"  # one per pytest session
@@ -88,16 +94,20 @@ def moto_server() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def rgw() -> Iterator[Any]:
-    """Ceph RGW (HTTP and HTTPS) for the session. Fails loudly if Ceph is not installed."""
+def rgw(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Ceph RGW (HTTP and HTTPS) for the session. Fails loudly if Ceph is not installed.
+
+    Its directory (logs) is kept only when a test failed; the failure output says where.
+    """
     from tests.servers.rgw import RGWServer
 
     server = RGWServer()
     server.start()
+    rgw_keep.track_session(server)
     try:
         yield server
     finally:
-        server.stop()
+        rgw_keep.finish(server, keep=request.session.testsfailed > 0)
 
 
 # -- backends ---------------------------------------------------------------------------
@@ -303,8 +313,7 @@ def _canonical(key: str) -> str | None:
         parsed = parse_key(key)
     except NotAnS3KVKeyError:
         return None
-    root = f"{PROOF_PREFIX}//" if parsed.style == "vllm-obj" else f"{PROOF_PREFIX}/"
-    return root + parsed.relative_path
+    return f"{PROOF_PREFIX}/{parsed.relative_path}"
 
 
 def _nothing_recorded(what: str) -> None:

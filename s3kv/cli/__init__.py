@@ -3,7 +3,8 @@
 Exit codes (also in ``s3kv --help``):
 
 * 0  success
-* 1  the command ran and found problems (verify findings, blocks that failed to transfer)
+* 1  the command ran and found problems (verify findings, blocks that failed to transfer,
+     an unreadable manifest, keys refused as stray)
 * 2  bad usage or invalid input (flags, locations, namespaces, keys)
 * 3  not found (bucket, manifest, directory)
 * 4  access denied
@@ -14,6 +15,7 @@ Exit codes (also in ``s3kv --help``):
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Sequence
 
@@ -22,6 +24,13 @@ from s3kv.cli.app import build_parser, run
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``s3kv`` console script."""
+    for stream in (sys.stdout, sys.stderr):
+        # argv and directory names may hold bytes that are not UTF-8 (as surrogates):
+        # print them back as they came rather than fail in the middle of a report.
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(
+                errors="surrogateescape" if stream is sys.stdout else "backslashreplace"
+            )
     parser = build_parser()
     args = parser.parse_args(argv)
     return run(parser, args)

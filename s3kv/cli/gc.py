@@ -104,8 +104,9 @@ def run(args: argparse.Namespace) -> int:
     verb = "would free" if report.dry_run else "freed"
     summary(
         f"gc: {verb} {format_bytes(report.bytes_freed)} ({report.blocks_deleted} blocks, "
-        f"{report.manifests_deleted} manifests, {report.uploads_aborted} uploads aborted); "
-        f"kept {report.blocks_kept} blocks ({format_bytes(report.bytes_kept)}); "
+        f"{report.manifests_deleted} manifests, {report.temp_files_deleted} stale temp files, "
+        f"{report.uploads_aborted} uploads aborted); kept {report.blocks_kept} blocks "
+        f"({format_bytes(report.bytes_kept)}, {report.unverified} unverified); "
         f"{len(report.failures)} failed; {report.delete_requests} delete requests in "
         f"{report.seconds:.2f}s at {report.location}",
         json_mode=args.json,

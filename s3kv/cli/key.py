@@ -19,7 +19,7 @@ examples:
   # the same for a tree vLLM's filesystem tier wrote (namespace from its config.json)
   s3kv key /mnt/kv --manifest /mnt/kv/meta-llama_Llama-3.1-8B-Instruct_7b5b9262b950/config.json
 
-  # keys as vLLM's object-store tier writes them (with '//'), as JSON
+  # keys as vLLM's object-store tier stores them (the same layout), as JSON
   s3kv key s3://my-bucket/kv --style vllm-obj --model m --tokens-per-hash 16 \\
       --dtype float16 --parallel-agnostic --block-hash 00a1b2 --json
 """
@@ -48,7 +48,12 @@ def register(sub: Any) -> None:
         help="a block hash in hex (repeatable)",
     )
     parser.add_argument("--group-idx", type=int, default=0, help="KV-cache group index; default 0")
-    parser.add_argument("--style", choices=["s3kv", "vllm-obj"], default="s3kv")
+    parser.add_argument(
+        "--style",
+        choices=["s3kv", "vllm-obj"],
+        default="s3kv",
+        help="key layout; 'vllm-obj' (vLLM's object-store tier) is an alias of 's3kv'",
+    )
     add_namespace(parser)
     add_common(parser)
     parser.set_defaults(handler=run)

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from s3kv.errors import InvalidNamespaceError
+from s3kv.manifest import MAX_MANIFEST_BYTES
 from s3kv.namespace import Namespace
 
 
@@ -47,7 +48,7 @@ def namespace_from_args(args: argparse.Namespace) -> Namespace:
     if args.manifest:
         try:
             with open(args.manifest, "rb") as f:
-                data = f.read()
+                data = f.read(MAX_MANIFEST_BYTES + 1)  # the parser refuses anything larger
         except OSError as exc:
             raise InvalidNamespaceError(
                 f"cannot read manifest {args.manifest!r}: {exc.strerror}"

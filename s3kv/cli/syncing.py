@@ -86,6 +86,8 @@ def print_report(report: SyncReport) -> None:
             f"{ns.folder}: manifest {ns.manifest}; {ns.copied} copied, "
             f"{ns.already_present} already present, {ns.failed} failed"
         )
+        if ns.unverified:
+            line += f", {ns.unverified} unverified (no recorded checksum; size checked)"
         if ns.skipped:
             line += f", {ns.skipped} left out"
         print(line)
@@ -105,7 +107,8 @@ def summary_line(label: str, r: SyncReport) -> str:
     how = " (server-side)" if r.server_side else ""
     return (
         f"{label}: {verb} {r.copied} blocks{how}, {r.already_present} already present, "
-        f"{r.failed} failed, {r.skipped} left out, {r.stray_keys} stray; "
+        f"{r.failed} failed, {r.unverified} unverified, {r.skipped} left out, "
+        f"{r.stray_keys} stray; "
         f"{format_bytes(r.bytes)} in {r.seconds:.2f}s ({format_bytes(rate)}/s) "
         f"{r.source} -> {r.destination}"
     )

@@ -61,15 +61,11 @@ def run(args: argparse.Namespace) -> int:
     found = sum(report.counts.values())
     detail = ", ".join(f"{n} {kind}" for kind, n in sorted(report.counts.items()))
     deep = (
-        (
-            f"; {report.blocks_read} read ({format_bytes(report.bytes_read)}), "
-            f"{report.unverified} without checksum"
-        )
-        if report.deep
-        else ""
+        f"; {report.blocks_read} read ({format_bytes(report.bytes_read)})" if report.deep else ""
     )
     summary(
-        f"verify: {report.namespaces} namespaces, {report.blocks} blocks{deep}; "
+        f"verify: {report.namespaces} namespaces, {report.blocks} blocks{deep}, "
+        f"{report.unverified} unverified; "
         f"{found} findings{': ' + detail if detail else ''} in {report.seconds:.2f}s "
         f"at {report.location}",
         json_mode=args.json,

@@ -13,6 +13,7 @@ from s3kv.errors import (
     AccessDeniedError,
     BucketNotFoundError,
     ObjectNotFoundError,
+    SettingsError,
     StoreError,
     TransientStoreError,
 )
@@ -59,6 +60,20 @@ def is_already_exists(exc: bx.ClientError) -> bool:
     return error_code(exc) in ALREADY_EXISTS
 
 
+TIMEOUT_HINT = (
+    "the endpoint accepted no connection or sent no answer within the connect and read "
+    "timeouts; check --endpoint-url, or raise S3KV_CONNECT_TIMEOUT/S3KV_READ_TIMEOUT (seconds)"
+)
+
+
+def no_answer(operation: str, where: str, endpoint: str, seconds: float) -> TransientStoreError:
+    """A request the endpoint never answered: name the endpoint and the settings to change."""
+    return TransientStoreError(
+        f"{operation} {where}: no answer from {endpoint} within {seconds:.1f}s; check "
+        "--endpoint-url, or raise S3KV_CONNECT_TIMEOUT/S3KV_READ_TIMEOUT (seconds)"
+    )
+
+
 @contextmanager
 def translated(operation: str, where: str) -> Iterator[None]:
     """Run a boto3 call; re-raise its failure as an s3kv error naming what and where."""
@@ -77,18 +92,34 @@ def translated(operation: str, where: str) -> Iterator[None]:
             f"{operation} {where}: TLS verification failed ({_short(exc)}); pass the "
             "server's CA with --ca-bundle/S3KV_CA_BUNDLE (or --no-verify-tls for testing)"
         ) from exc
+    except (bx.ReadTimeoutError, bx.ConnectTimeoutError, TimeoutError) as exc:
+        raise TransientStoreError(f"{operation} {where}: {_short(exc)}; {TIMEOUT_HINT}") from exc
     except (
         bx.EndpointConnectionError,
         bx.ConnectionClosedError,
-        bx.ReadTimeoutError,
-        bx.ConnectTimeoutError,
         bx.ResponseStreamingError,
         bx.HTTPClientError,
         ux.HTTPError,
         ConnectionError,
-        TimeoutError,
     ) as exc:
         raise TransientStoreError(f"{operation} {where}: connection failed: {_short(exc)}") from exc
+
+
+@contextmanager
+def client_setup() -> Iterator[None]:
+    """Build a boto3 session or client; what botocore refuses there is a settings error."""
+    try:
+        yield
+    except bx.ProfileNotFound as exc:
+        raise SettingsError(
+            f"{_short(exc)}; name a profile of ~/.aws/config or ~/.aws/credentials with "
+            "--profile/AWS_PROFILE, or unset it to use the default credential chain"
+        ) from None
+    except (bx.BotoCoreError, ValueError) as exc:
+        raise SettingsError(
+            f"the S3 client refused the settings: {_short(exc)}; check --endpoint-url, "
+            "--region and --profile (or their S3KV_*/AWS_* variables)"
+        ) from None
 
 
 def from_client_error(exc: bx.ClientError, operation: str, where: str) -> StoreError:
@@ -118,6 +149,21 @@ def from_os_error(exc: OSError, operation: str, where: str) -> StoreError:
         return AccessDeniedError(f"{operation} {where}: permission denied")
     if exc.errno == errno.ENOSPC:
         return StoreError(f"{operation} {where}: no space left on device; free space or gc")
+    if exc.errno == errno.ENAMETOOLONG:
+        return StoreError(
+            f"{operation} {where}: a file or folder name is too long for this filesystem "
+            "(most allow 255 bytes per name)"
+        )
+    if exc.errno == errno.ENOTDIR:
+        return StoreError(
+            f"{operation} {where}: a file is in the way of a folder (not a directory); "
+            "move it aside"
+        )
+    if exc.errno == errno.ELOOP:
+        return StoreError(
+            f"{operation} {where}: a symlink is in the way of a folder; s3kv writes only "
+            "under the destination's real path and never follows a symlink inside it"
+        )
     return StoreError(f"{operation} {where}: {exc.strerror or exc}")
 
 

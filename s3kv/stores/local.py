@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
+import stat
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +23,9 @@ from s3kv.stores.base import ObjectInfo, PutOptions, Store
 from s3kv.stores.errors import from_os_error
 
 TMP_SUFFIX = ".tmp"
+_TOKEN = re.compile(r"[0-9A-Za-z-]{1,64}")
+_CREATE_FLAGS = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class LocalStore(Store):
@@ -121,13 +126,17 @@ class LocalStore(Store):
 
     def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
         path = self.path_for(key)
-        if options.create_only and path.exists():
-            return False
-        tmp = f"{path}_{secrets.token_hex(8)}{TMP_SUFFIX}"
+        *folders, name = key.split("/")
         view = memoryview(data).cast("B")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            parent = self._open_folders(folders)
+        except OSError as exc:
+            raise from_os_error(exc, "write", str(path)) from exc
+        tmp = f"{name}_{secrets.token_hex(8)}{TMP_SUFFIX}"
+        try:
+            if options.create_only and _exists(name, parent):
+                return False
+            fd = os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=parent)
             try:
                 written = 0
                 while written < len(view):
@@ -136,28 +145,50 @@ class LocalStore(Store):
                 os.close(fd)
             if written != len(view):
                 raise StoreError(f"write {path}: short write ({written} of {len(view)} bytes)")
-            return self._publish(tmp, path, options.create_only)
+            return self._publish(tmp, name, parent, options.create_only)
         except OSError as exc:
             raise from_os_error(exc, "write", str(path)) from exc
         finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+            _discard(tmp, parent)  # never raises: the cause above is what the caller sees
+            os.close(parent)
+
+    def _open_folders(self, folders: Sequence[str]) -> int:
+        """A descriptor of the key's folder, made where missing, under the root's real path.
+
+        Each folder is opened with ``O_NOFOLLOW`` from its parent's descriptor: a symlink
+        planted inside the root (or swapped in meanwhile) is refused, never followed, so
+        no write lands outside the root. The root itself may be a symlink (the caller
+        named it).
+        """
+        try:
+            fd = os.open(self.root, _FOLDER_FLAGS & ~os.O_NOFOLLOW)
+        except FileNotFoundError:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root, _FOLDER_FLAGS & ~os.O_NOFOLLOW)
+        try:
+            for folder in folders:
+                child = _open_folder(folder, fd)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     @staticmethod
-    def _publish(tmp: str, path: Path, create_only: bool) -> bool:
+    def _publish(tmp: str, name: str, parent: int, create_only: bool) -> bool:
+        here = {"src_dir_fd": parent, "dst_dir_fd": parent}
         if not create_only:
-            os.replace(tmp, path)
+            os.replace(tmp, name, **here)
             return True
         try:
-            os.link(tmp, path)
+            os.link(tmp, name, follow_symlinks=False, **here)
         except FileExistsError:
             return False
         except OSError as exc:
             if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
                 raise
-            os.replace(tmp, path)  # no hard links here: do as vLLM does
+            os.replace(tmp, name, **here)  # no hard links here: do as vLLM does
         return True
 
     def delete_many(self, keys: Sequence[str]) -> dict[str, str]:
@@ -170,6 +201,59 @@ class LocalStore(Store):
             except OSError as exc:
                 failed[key] = exc.strerror or str(exc)
         return failed
+
+
+def temp_target(key: str) -> str | None:
+    """The key a temp file will become once published (``<key>_<token>.tmp``, as s3kv
+    and vLLM's filesystem tier name them); None when ``key`` is no such temp file."""
+    if not key.endswith(TMP_SUFFIX):
+        return None
+    target, sep, token = key[: -len(TMP_SUFFIX)].rpartition("_")
+    if not sep or not target or not _TOKEN.fullmatch(token):
+        return None
+    return target
+
+
+def _open_folder(name: str, parent: int) -> int:
+    """Open (making it if missing) folder ``name`` of ``parent``, never through a symlink."""
+    for made in (False, True):
+        try:
+            return os.open(name, _FOLDER_FLAGS, dir_fd=parent)
+        except FileNotFoundError:
+            if made:
+                raise
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink(name, parent):
+                exc.errno = errno.ELOOP  # name it as what it is
+            raise
+        try:
+            os.mkdir(name, 0o777, dir_fd=parent)
+        except FileExistsError:
+            pass  # made meanwhile by another writer
+    raise AssertionError("unreachable")
+
+
+def _exists(name: str, parent: int) -> bool:
+    try:
+        os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _is_symlink(name: str, parent: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _discard(tmp: str, parent: int) -> None:
+    """Remove a temp file if it is still there; a failure here never hides the cause."""
+    try:
+        os.unlink(tmp, dir_fd=parent)
+    except OSError:
+        pass
 
 
 def _info(key: str, size: int, mtime: float) -> ObjectInfo:

@@ -21,12 +21,17 @@ from s3kv.errors import SizeMismatchError, TransientStoreError
 from s3kv.integrity import METADATA_KEY, Buffer, Checksum
 from s3kv.settings import S3Settings
 from s3kv.stores.base import DELETE_BATCH, MultipartUpload, ObjectInfo, PutOptions, Store
-from s3kv.stores.errors import is_already_exists, translated
+from s3kv.stores.errors import client_setup, error_code, is_already_exists, translated
 from s3kv.stores.trace import trace_botocore, trace_enabled
 
 
 def make_client(settings: S3Settings) -> Any:
     """A boto3 S3 client configured from ``settings``."""
+    with client_setup():
+        return _make_client(settings)
+
+
+def _make_client(settings: S3Settings) -> Any:
     session = boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
     config = Config(
         max_pool_connections=settings.concurrency + 4,
@@ -109,7 +114,14 @@ class S3Store(Store):
         where = self._where(key)
         spec = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
         with translated("GET", where):
-            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=spec)
+            try:
+                resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=spec)
+            except ClientError as exc:
+                # S3 answers 416 for a range starting at or past the end (any range of an
+                # empty object); a directory's read returns no bytes: so do we.
+                if error_code(exc) in ("InvalidRange", "416"):
+                    return b""
+                raise
             data: bytes = resp["Body"].read()
         return data
 

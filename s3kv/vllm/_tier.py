@@ -3,7 +3,9 @@
 Keys are the filesystem tier's (``FileMapper`` with ``blocks_per_file =
 blocks_per_chunk`` and ``parallel_agnostic=True``) under the URL's prefix, so a cache
 pushed from vLLM's ``fs`` tier is found here and a cache pulled from here is found by
-it. ``style="vllm-obj"`` reads and writes vLLM's object-store tier keys instead.
+it. vLLM's object-store tier (``ObjectStoreSecondaryTierManager``) stores the same keys,
+so this tier and that one read each other's blocks; ``style="vllm-obj"`` is accepted as
+an alias of the default ``"s3kv"``.
 """
 
 from __future__ import annotations
@@ -36,11 +38,25 @@ from s3kv.namespace import Namespace
 from s3kv.settings import S3Settings
 from s3kv.stores import open_store
 from s3kv.uploader import Uploader
-from s3kv.vllm._lookup import S3AsyncLookupManager
+from s3kv.vllm._lookup import LOOKUP_THREADS, S3AsyncLookupManager
+from s3kv.vllm._metrics import (
+    SKIPPED_STORE_BLOCKS,
+    MeteredDownloader,
+    MeteredStore,
+    TierMeter,
+    metric_definitions,
+    tier_label,
+)
+from s3kv.vllm._readonly import ReadOnlyDetector, SkippedStores, check_manifest
 from s3kv.vllm._runner import Finished, JobRunner
+from s3kv.vllm._selfcheck import check_namespace
+from s3kv.vllm._stores import DeniedHeadIsAbsent
 
 if TYPE_CHECKING:
-    from vllm.v1.kv_offload.base import OffloadingSpec
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
+        OffloadingConnectorStats,
+    )
+    from vllm.v1.kv_offload.base import OffloadingMetricMetadata, OffloadingSpec
 
 logger = logging.getLogger("s3kv.vllm")
 
@@ -56,6 +72,8 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     ``max_attempts``, ``checksum``, ...); unset ones come from ``S3KV_*``/``AWS_*``
     variables; credentials from boto3's usual chain. The manifest (``config.json``) is
     written at start, create-only: a store that cannot be reached fails engine start.
+    ``read_only=True`` (a consumer holding reader rights) sends no write at all: the
+    manifest must exist and match, and stores are skipped (see ``_readonly``).
     """
 
     medium: ClassVar[Medium] = Medium.STORAGE
@@ -68,11 +86,19 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         url: str,
         *,
         style: KeyStyle = "s3kv",
+        read_only: bool = False,
         enable_kv_events: bool = False,
         locality: str | None = None,
         backpressure_detector: BackpressureDetector | None = None,
         **settings: Any,
     ) -> None:
+        self.metrics = TierMeter(tier_label(offloading_spec, tier_type, url))
+        self.read_only = read_only
+        self._skipped = SkippedStores() if read_only else None
+        if read_only:  # vLLM then never builds a store job for this tier
+            backpressure_detector = ReadOnlyDetector(
+                lambda n: self.metrics.count(SKIPPED_STORE_BLOCKS, by=n)
+            )
         super().__init__(offloading_spec, primary_kv_view, tier_type, backpressure_detector)
         self.locality = Locality(locality) if locality is not None else None
         self.events: list[OffloadingEvent] | None = None
@@ -82,36 +108,49 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             logger.warning("enable_kv_events is set on tier %r but KV events are off", tier_type)
 
         self.namespace = Namespace.from_vllm_config(
-            offloading_spec.config,
+            offloading_spec,  # the spec, not spec.config: it may carry storage_format
             blocks_per_file=offloading_spec.blocks_per_chunk,
             parallel_agnostic=True,
         )
+        check_namespace(self.namespace, offloading_spec, tier_type=tier_type)
         self.settings = S3Settings.resolve(**settings)
         location = parse_location(url)
         c = self.settings.concurrency
-        lookup_threads = max(4, c // 4)
+        lookup_threads = max(LOOKUP_THREADS, c // 4)
         # One client for stores, loads and lookups; its pool holds all their requests.
         pool = self.settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
         self.store = open_store(location, pool)
-        common: dict[str, Any] = {"settings": self.settings, "style": style, "store": self.store}
+        metered = MeteredStore(self.store, self.metrics)  # every request goes through it
+        common: dict[str, Any] = {"settings": self.settings, "style": style, "store": metered}
         self.uploader = Uploader(location, self.namespace, concurrency=c, **common)
-        self.downloader = Downloader(location, self.namespace, concurrency=c, **common)
+        self.downloader = MeteredDownloader(
+            location, self.namespace, concurrency=c, meter=self.metrics, **common
+        )
         # Lookups get their own threads (so HEADs never queue behind loads), same cache.
         prober = Downloader(
             location,
             self.namespace,
             concurrency=lookup_threads,
             presence_cache=self.downloader.presence,
-            **common,
+            **{**common, "store": DeniedHeadIsAbsent(metered)},
         )
         self._prober = prober
-        self.uploader.ensure_manifest()
+        if read_only:
+            check_manifest(self.downloader, tier_type=tier_type)
+        else:
+            self.uploader.ensure_manifest()
 
         rows = primary_kv_view.cast("B")
         self._runner = JobRunner(
             rows, self.block_size_bytes, self.uploader, self.downloader, on_finished=self._remember
         )
-        self._lookup_manager = S3AsyncLookupManager(prober, tier_type)
+        windowed = [
+            g.group_id
+            for g in offloading_spec.config.groups
+            # vLLM 0.32.0 offloads no sliding-window groups (it has no such field)
+            if getattr(g, "sliding_window_size_in_chunks", None) is not None
+        ]
+        self._lookup_manager = S3AsyncLookupManager(prober, tier_type, windowed_groups=windowed)
         logger.info(
             "s3kv tier %r: %s (%s keys, folder %s)",
             tier_type,
@@ -119,6 +158,12 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             style,
             self.namespace.folder,
         )
+        if read_only:
+            logger.info(
+                "s3kv tier %r is read-only: manifest found, loads only, stores skipped "
+                "(no write request is sent)",
+                tier_type,
+            )
 
     # -- lookups ------------------------------------------------------------------------
 
@@ -143,13 +188,20 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     # -- transfers ----------------------------------------------------------------------
 
     def submit_store(self, job_metadata: TransferJob) -> None:
+        if self._skipped is not None:
+            self.metrics.count(SKIPPED_STORE_BLOCKS, by=len(job_metadata.keys))
+            self._skipped.answer(job_metadata)
+            return
         self._runner.submit(job_metadata)
 
     def submit_load(self, job_metadata: TransferJob) -> None:
         self._runner.submit(job_metadata)
 
     def get_finished_jobs(self) -> Iterable[JobResult]:
-        return [self._result(f) for f in self._runner.finished()]
+        results = [self._result(f) for f in self._runner.finished()]
+        if self._skipped is not None:
+            results += self._skipped.take()
+        return results
 
     def _result(self, finished: Finished) -> JobResult:
         job, report = finished.job, finished.report
@@ -179,6 +231,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     def _remember(self, finished: Finished) -> None:
         """On the I/O thread: log failures; stored blocks are known present from now on."""
         report, job = finished.report, finished.job
+        self.metrics.on_job(is_load=job.is_promotion, report=report)
         if report is None:
             logger.warning("s3kv tier: job %s failed: %s", job.job_id, finished.error)
             return
@@ -201,6 +254,19 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         if self.events:
             events, self.events = self.events, []
             yield from events
+
+    # -- metrics ------------------------------------------------------------------------
+
+    @classmethod
+    def build_metric_definitions(
+        cls, extra_config: dict[str, Any]
+    ) -> dict[str, OffloadingMetricMetadata]:
+        return metric_definitions()
+
+    def get_stats(self) -> OffloadingConnectorStats | None:
+        lookups = self._lookup_manager
+        self.metrics.on_lookups(lookups.heads_sent, lookups.cache_answers)
+        return self.metrics.take_stats()
 
     # -- lifecycle ----------------------------------------------------------------------
 

@@ -186,7 +186,7 @@ def test_lookup_prefix_hits_in_few_round_trips(backend: Backend) -> None:
         up.put_blocks({k: b"z" * 32 for k in keys[:190]})
     with downloader(backend) as down:
         assert down.lookup(keys) == 190
-        assert down.last_lookup.rounds <= 6 and down.last_lookup.requests <= 48
+        assert down.last_lookup.rounds <= 3 and down.last_lookup.requests <= 26
         assert down.lookup(keys[:100]) == 100
         assert down.lookup(chain(5)) == 0
         assert down.lookup([]) == 0

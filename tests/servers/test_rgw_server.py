@@ -5,12 +5,14 @@ they never skip.
 """
 
 import uuid
+from collections.abc import Callable, Iterator
 
 import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from . import rgw_keep
 from .rgw import INSTALL_HINT, RGWServer, RGWStartError, missing_commands, pid_alive
 
 # RGW ignores flexible checksums and answers 411 to boto3's default aws-chunked
@@ -30,6 +32,22 @@ def require_ceph() -> None:
     missing = missing_commands()
     if missing:
         pytest.fail(f"Ceph RGW tests: missing commands {missing}; {INSTALL_HINT}", pytrace=False)
+
+
+@pytest.fixture
+def new_rgw(request: pytest.FixtureRequest) -> Iterator[Callable[..., RGWServer]]:
+    """RGWServer(**kw) whose directory is removed after the test, or kept if it failed."""
+    servers: list[RGWServer] = []
+
+    def make(**kw: object) -> RGWServer:
+        server = RGWServer(**kw)
+        servers.append(server)
+        rgw_keep.track(request.node, server)
+        return server
+
+    yield make
+    for server in servers:
+        rgw_keep.finish(server, keep=rgw_keep.failed(request.node))
 
 
 def s3_client(rgw: RGWServer, endpoint: str):
@@ -67,9 +85,9 @@ def exercise(s3, bucket: str) -> None:
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
 
 
-def test_rgw_server_http_https_and_clean_stop():
+def test_rgw_server_http_https_and_clean_stop(new_rgw):
     require_ceph()
-    rgw = RGWServer()
+    rgw = new_rgw()
     try:
         rgw.start()
         assert set(rgw.pids) == {"mon", "osd", "radosgw"}
@@ -92,10 +110,10 @@ def test_rgw_server_http_https_and_clean_stop():
     rgw.stop()  # idempotent
 
 
-def test_rgw_server_failed_start_stops_every_daemon():
+def test_rgw_server_failed_start_stops_every_daemon(new_rgw):
     """A start that fails after the daemons are up (TLS key missing) leaves nothing running."""
     require_ceph()
-    rgw = RGWServer(start_timeout=60)
+    rgw = new_rgw(start_timeout=60)
     make_cert = rgw._make_cert
 
     def broken_cert():

@@ -181,8 +181,8 @@ def test_from_manifest_rejects(data: bytes, match: str) -> None:
         Namespace.from_manifest(data)
 
 
-def test_from_manifest_keeps_newer_fields_in_digest() -> None:
-    fields = {**NS.fields, "storage_format": "v2"}
+def test_from_manifest_keeps_unknown_newer_fields_in_digest() -> None:
+    fields = {**NS.fields, "kv_quant_scheme": "fp8-e4m3"}
     import hashlib
     import json
 

@@ -66,12 +66,23 @@ def test_manifest_round_trip(case: dict[str, Any]) -> None:
 
 
 OBJ = GOLDEN["vllm_obj_tier_keys"]
+WIRE = json.loads(
+    (Path(__file__).parents[1] / "data" / "vllm_obj_tier_wire_keys.json").read_text()
+)
+"""What vLLM's obj tier stored on moto's server and RGW 16 (scripts/record_vllm_obj_keys.py)."""
+STORED = [c for c in WIRE["cases"] if c["stored"]]
+
+
+def _drop_empty_segments(key: str) -> str:
+    return "/".join(s for s in key.split("/") if s)
 
 
 @pytest.mark.parametrize(
     "case", OBJ["cases"], ids=[c["prefix"] or "no-prefix" for c in OBJ["cases"]]
 )
-def test_vllm_obj_tier_keys(case: dict[str, Any]) -> None:
+def test_vllm_obj_tier_filemapper_strings(case: dict[str, Any]) -> None:
+    # golden_file_mapper.json holds the obj tier's FileMapper strings ("kv//folder...",
+    # "/folder..."); the SDK sends them without the empty segments, which is s3kv's layout.
     ns = Namespace(
         model_name="meta-llama/Llama-3.1-8B-Instruct",
         tokens_per_hash=16,
@@ -81,14 +92,43 @@ def test_vllm_obj_tier_keys(case: dict[str, Any]) -> None:
         dtype="bfloat16",
         parallel_agnostic=True,
     )
-    mapper = KeyMapper(ns, prefix=case["prefix"], style="vllm-obj")
-    key = mapper.block_key(bytes.fromhex("00a1b2c3d4e5f60718293a4b5c6d7e8f"), 0)
-    assert key == case["object_key"]
-    assert mapper.config_key() == case["config_key_if_written"]
-    parsed = parse_key(key)
-    assert (parsed.style, parsed.prefix, parsed.digest) == ("vllm-obj", case["prefix"], ns.digest)
-    manifest = parse_key(mapper.config_key())
-    assert (manifest.kind, manifest.style) == ("manifest", "vllm-obj")
+    for style in ("vllm-obj", "s3kv"):
+        mapper = KeyMapper(ns, prefix=case["prefix"], style=style)  # type: ignore[arg-type]
+        key = mapper.block_key(bytes.fromhex("00a1b2c3d4e5f60718293a4b5c6d7e8f"), 0)
+        assert key == _drop_empty_segments(case["object_key"])
+        assert mapper.config_key() == _drop_empty_segments(case["config_key_if_written"])
+    assert (parse_key(key).prefix, parse_key(key).digest) == (case["prefix"], ns.digest)
+
+
+@pytest.mark.parametrize(
+    "case", STORED, ids=[f"{c['server']}-{c['prefix'] or 'no-prefix'}" for c in STORED]
+)
+def test_vllm_obj_style_is_what_the_obj_tier_stored(case: dict[str, Any]) -> None:
+    ns = Namespace.from_manifest(json.dumps(case["run_config"]))
+    offload_keys = [bytes.fromhex(k) for k in case["offload_keys"]]
+    for style in ("vllm-obj", "s3kv"):
+        mapper = KeyMapper(ns, prefix=case["prefix"], style=style)  # type: ignore[arg-type]
+        keys = mapper.keys_for(offload_keys)
+        # exactly the objects in the bucket, and the paths the tier's requests named
+        assert sorted(keys) == case["stored_keys"]
+        bucket = case["requests"][0].split("/")[1]
+        probe = f"HEAD /{bucket}/__nixl_probe__/connectivity_test"  # the tier's start-up check
+        assert sorted(
+            [f"{method} /{bucket}/{k}" for method in ("PUT", "HEAD", "GET") for k in keys]
+            + [probe]
+        ) == sorted(case["requests"])
+    assert [_drop_empty_segments(k) for k in case["file_mapper_keys"]] == keys
+    for key, offload_key in zip(keys, offload_keys, strict=True):
+        parsed = parse_key(key)
+        assert (parsed.prefix, parsed.offload_key) == (case["prefix"].strip("/"), offload_key)
+
+
+def test_the_obj_tier_cannot_store_on_rgw_16_with_its_sdk_defaults() -> None:
+    (default,) = [c for c in WIRE["cases"] if c["server"] == "rgw" and not c["env"]]
+    assert not default["stored"] and default["stored_keys"] == []
+    assert default["put_statuses"] == ["PUT 411"]
+    assert {c["server"] for c in STORED} == {"moto", "rgw"}
+    assert {c["prefix"] for c in STORED} == {"team/kv", "", "team/kv/"}
 
 
 def test_one_full_path_pinned() -> None:

@@ -132,6 +132,18 @@ def finish(tier: Any, req: str = "req-0") -> None:
     tier.on_request_finished(ReqContext(req_id=req))
 
 
+def obj_tier(view: memoryview, spec: TieringOffloadingSpec, *, endpoint: str, bucket: str,
+             prefix: str, access_key: str = "testing", secret_key: str = "testing",
+             ca_bundle: str = "", io_threads: int = 4) -> Any:
+    """vLLM's own object-store tier (``ObjectStoreSecondaryTierManager``, via NIXL)."""
+    scheme, _, host = endpoint.partition("://")
+    store = {"bucket": bucket, "endpoint_override": host, "scheme": scheme,
+             "access_key": access_key, "secret_key": secret_key, "region": "us-east-1",
+             "ca_bundle": ca_bundle}
+    config = {"type": "obj", "store_config": store, "prefix": prefix, "io_threads": io_threads}
+    return SecondaryTierFactory.create_secondary_tier(config, view, spec)
+
+
 def locked(manager: Any) -> AbstractContextManager[Any]:
     """The tiering manager's lock, held as vLLM 0.33's scheduler does (0.32 has none)."""
     lock = getattr(manager, "lock", None)

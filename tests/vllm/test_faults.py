@@ -118,14 +118,26 @@ def test_corrupt_object_fails_only_that_key(make_tier: Any, s3_client: Any, buck
     assert not array[6].any()  # the damaged bytes were wiped, not handed to vLLM
 
 
-def test_truncated_object_fails_without_touching_the_row(
+def test_truncated_object_fails_and_its_row_is_zeroed(
     make_tier: Any, s3_client: Any, bucket: str
 ) -> None:
     tier, array, ks = _stored(make_tier, 4, start=160)
     key = _key(tier, ks[1])
     s3_client.put_object(Bucket=bucket, Key=key, Body=array[1].tobytes()[:1000])
     _load_fails_for(tier, array, ks, bad={1})
-    assert (array[5] == SENTINEL).all()
+    assert not array[5].any()  # every failed load leaves a zeroed row (issue 12, point 4)
+
+
+def test_blocks_without_checksum_metadata_are_size_checked(
+    make_tier: Any, s3_client: Any, bucket: str
+) -> None:
+    # As vLLM's obj tier (or another client) writes them: no s3kv metadata at all.
+    tier, array, ks = _stored(make_tier, 4, start=165)
+    bodies = [array[0].tobytes(), b"", array[2].tobytes()[:4096], array[3].tobytes()]
+    for k, body in zip(ks, bodies):
+        s3_client.put_object(Bucket=bucket, Key=_key(tier, k), Body=body)
+    _load_fails_for(tier, array, ks, bad={1, 2})  # empty and short: refused by size
+    assert not array[5].any() and not array[6].any()
 
 
 def test_wire_faults_on_the_awscrt_path(make_tier: Any, moto_server: str, bucket: str) -> None:

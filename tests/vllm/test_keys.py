@@ -96,9 +96,13 @@ def test_keys_match_vllm_file_mapper(
     obj = FileMapper.from_offloading_spec(f"{prefix}/" if prefix else "", spec,
                                           blocks_per_file=blocks_per_file,
                                           parallel_agnostic=agnostic)
+    # Its FileMapper strings carry "//" (or a leading "/"); NIXL's AWS C++ SDK drops the
+    # empty segments on the wire, so it stores s3kv's keys (see
+    # tests/data/vllm_obj_tier_wire_keys.json).
     obj_mapper = KeyMapper(ns, prefix=prefix, style="vllm-obj")
     for key in keys:
-        assert obj_mapper.key_for(key) == obj.get_file_name(key)
+        sent = "/".join(s for s in obj.get_file_name(key).split("/") if s)
+        assert obj_mapper.key_for(key) == sent == mapper.key_for(key)
 
 
 def test_the_tier_uses_the_fs_tiers_namespace(make_tier: Any) -> None:

@@ -1,0 +1,328 @@
+"""Tier metrics for vLLM's Prometheus path (``OffloadingConnectorStats``).
+
+vLLM 0.33.0 asks each secondary tier for ``build_metric_definitions`` (once, to register
+the Prometheus metrics) and ``get_stats`` (every step, to drain what happened since).
+Everything here is labelled ``tier`` with the value vLLM's ``TieringMetricsTracker``
+gives the same tier (``"<1-based index>:<type>"``), so s3kv's series join vLLM's own.
+
+What is counted, and where:
+
+* requests by operation and outcome, retries, size failures: :class:`MeteredStore`, a
+  store that wraps the tier's store (it sees every request, retries included);
+* checksum failures: :class:`MeteredDownloader`, where loads verify checksums;
+* blocks and bytes by outcome, store/load latency: each finished job's report;
+* lookup HEADs and answers from the presence cache: the lookup manager's
+  ``heads_sent``/``cache_answers`` totals, read at each ``get_stats``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
+    OffloadingConnectorStats,
+)
+from vllm.v1.kv_offload.base import (
+    OffloadingCounterMetadata,
+    OffloadingHistogramMetadata,
+    OffloadingMetricMetadata,
+)
+
+from s3kv.downloader import Downloader
+from s3kv.errors import (
+    AccessDeniedError,
+    ChecksumMismatchError,
+    ObjectNotFoundError,
+    SizeMismatchError,
+    TransientStoreError,
+)
+from s3kv.integrity import Buffer
+from s3kv.report import TransferReport
+from s3kv.stores.base import ObjectInfo, PutOptions, Store
+from s3kv.vllm._stores import ForwardingStore
+
+try:
+    from vllm.v1.kv_offload.tiering.base import TIER_LABEL
+except ImportError:  # vLLM 0.32.0 uses the same label without naming it
+    TIER_LABEL = "tier"
+
+T = TypeVar("T")
+
+PREFIX = "vllm:kv_offload_s3kv_"
+REQUESTS = PREFIX + "requests"
+RETRIES = PREFIX + "retries"
+BLOCKS = PREFIX + "blocks"
+BYTES = PREFIX + "bytes"
+INTEGRITY_FAILURES = PREFIX + "integrity_failures"
+LOOKUP_HEADS = PREFIX + "lookup_heads"
+LOOKUP_CACHE_ANSWERS = PREFIX + "lookup_cache_answers"
+SKIPPED_STORE_BLOCKS = PREFIX + "read_only_skipped_blocks"
+TRANSFER_SECONDS = PREFIX + "transfer_seconds"
+
+TRANSFER_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+RETRY_MEMORY = 100_000
+"""Keys remembered after a transient failure, to recognise the retry that follows."""
+
+
+def metric_definitions() -> dict[str, OffloadingMetricMetadata]:
+    """The Prometheus metrics every s3kv tier reports (one set for all s3kv tiers)."""
+    tier = (TIER_LABEL,)
+    return {
+        REQUESTS: OffloadingCounterMetadata(
+            documentation="S3 requests sent by the s3kv tier, by operation (get, put, "
+            "head) and outcome (ok, created, exists, not_found, size_mismatch, transient, "
+            "denied, error).",
+            labelnames=(*tier, "operation", "outcome"),
+        ),
+        RETRIES: OffloadingCounterMetadata(
+            documentation="S3 requests the s3kv tier sent again after a transient failure.",
+            labelnames=(*tier, "operation"),
+        ),
+        BLOCKS: OffloadingCounterMetadata(
+            documentation="Blocks of finished s3kv jobs, by operation (store, load) and "
+            "outcome (done, already_present, missing, failed).",
+            labelnames=(*tier, "operation", "outcome"),
+        ),
+        BYTES: OffloadingCounterMetadata(
+            documentation="Payload bytes the s3kv tier stored (store) and loaded (load).",
+            labelnames=(*tier, "operation"),
+        ),
+        INTEGRITY_FAILURES: OffloadingCounterMetadata(
+            documentation="Loaded blocks whose checksum or size was wrong (a checksum "
+            "failure is read once more before the block fails).",
+            labelnames=(*tier, "kind"),
+        ),
+        LOOKUP_HEADS: OffloadingCounterMetadata(
+            documentation="HEAD requests sent by the s3kv tier's lookups.",
+            labelnames=tier,
+        ),
+        LOOKUP_CACHE_ANSWERS: OffloadingCounterMetadata(
+            documentation="Lookup answers the s3kv tier served from its presence cache "
+            "(no request).",
+            labelnames=tier,
+        ),
+        SKIPPED_STORE_BLOCKS: OffloadingCounterMetadata(
+            documentation="Blocks a read-only s3kv tier declined to store.",
+            labelnames=tier,
+        ),
+        TRANSFER_SECONDS: OffloadingHistogramMetadata(
+            documentation="Duration of s3kv store and load jobs, from their first request "
+            "to their last block, in seconds.",
+            labelnames=(*tier, "operation", "outcome"),
+            buckets=TRANSFER_SECONDS_BUCKETS,
+        ),
+    }
+
+
+def tier_label(offloading_spec: Any, tier_type: str, url: str) -> str:
+    """The ``tier`` label vLLM's ``TieringMetricsTracker`` gives this tier.
+
+    The tier is not told its index, so it is found among the spec's ``secondary_tiers``
+    by type and URL; without a unique match, the type alone.
+    """
+    entries = getattr(offloading_spec, "extra_config", {}).get("secondary_tiers") or []
+    matches = [
+        i
+        for i, entry in enumerate(entries)
+        if isinstance(entry, dict) and entry.get("type") == tier_type and entry.get("url") == url
+    ]
+    return f"{matches[0] + 1}:{tier_type}" if len(matches) == 1 else tier_type
+
+
+class TierMeter:
+    """Thread-safe counters and samples of one tier, drained by :meth:`take_stats`."""
+
+    def __init__(self, tier: str) -> None:
+        self.tier = tier
+        self._lock = threading.Lock()
+        self._counters: dict[tuple[str, tuple[str, ...]], float] = {}
+        self._samples: dict[tuple[str, tuple[str, ...]], list[float]] = {}
+        self._lookups_seen = (0, 0)
+
+    def count(self, name: str, *labels: str, by: float = 1) -> None:
+        key = (name, (self.tier, *labels))
+        with self._lock:
+            self._counters[key] = self._counters.get(key, 0) + by
+
+    def observe(self, name: str, value: float, *labels: str) -> None:
+        key = (name, (self.tier, *labels))
+        with self._lock:
+            self._samples.setdefault(key, []).append(value)
+
+    def on_job(self, *, is_load: bool, report: TransferReport | None) -> None:
+        """A finished job: blocks by outcome, bytes, and its duration."""
+        operation = "load" if is_load else "store"
+        if report is None:  # never started (shut down, or bad rows): nothing moved
+            return
+        for outcome, n in (
+            ("done", len(report.done)),
+            ("already_present", len(report.already_present)),
+            ("missing", len(report.missing)),
+            ("failed", len(report.failed)),
+        ):
+            if n:
+                self.count(BLOCKS, operation, outcome, by=n)
+        if report.bytes:
+            self.count(BYTES, operation, by=report.bytes)
+        self.observe(TRANSFER_SECONDS, report.seconds, operation, "ok" if report.ok else "failed")
+
+    def on_lookups(self, heads_sent: int, cache_answers: int) -> None:
+        """The lookup manager's running totals; only the increase since last time counts."""
+        with self._lock:
+            sent_before, cached_before = self._lookups_seen
+            self._lookups_seen = (heads_sent, cache_answers)
+        if heads_sent > sent_before:
+            self.count(LOOKUP_HEADS, by=heads_sent - sent_before)
+        if cache_answers > cached_before:
+            self.count(LOOKUP_CACHE_ANSWERS, by=cache_answers - cached_before)
+
+    def take_stats(self) -> OffloadingConnectorStats | None:
+        with self._lock:
+            counters, self._counters = self._counters, {}
+            samples, self._samples = self._samples, {}
+        if not counters and not samples:
+            return None
+        stats = OffloadingConnectorStats()
+        for (name, labels), value in counters.items():
+            stats.increase_counter(name, value, labels)
+        for (name, labels), values in samples.items():
+            for value in values:
+                stats.observe_histogram(name, value, labels)
+        return stats
+
+
+def _outcome(error: BaseException) -> str:
+    if isinstance(error, ObjectNotFoundError):
+        return "not_found"
+    if isinstance(error, SizeMismatchError):
+        return "size_mismatch"
+    if isinstance(error, TransientStoreError):
+        return "transient"
+    if isinstance(error, AccessDeniedError):
+        return "denied"
+    return "error"
+
+
+class MeteredStore(ForwardingStore):
+    """The tier's store, counting each GET, PUT and HEAD by outcome, and retries.
+
+    A retry is recognised as a request for an (operation, key) whose previous request
+    failed transiently: s3kv's retry loops re-send exactly that. Listing, deletes and
+    copies are not metered: the tier sends none.
+    """
+
+    def __init__(self, inner: Store, meter: TierMeter) -> None:
+        super().__init__(inner)
+        self.meter = meter
+        self._failed: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._failed_lock = threading.Lock()
+
+    # -- accounting -----------------------------------------------------------------------
+
+    def _starting(self, operation: str, key: str) -> None:
+        if not self._failed:  # the common case: nothing is waiting to be retried
+            return
+        with self._failed_lock:
+            retry = (operation, key) in self._failed
+            if retry:
+                del self._failed[(operation, key)]
+        if retry:
+            self.meter.count(RETRIES, operation)
+
+    def _finished(self, operation: str, key: str, outcome: str) -> None:
+        if outcome == "transient":
+            with self._failed_lock:
+                self._failed[(operation, key)] = None
+                if len(self._failed) > RETRY_MEMORY:
+                    self._failed.popitem(last=False)
+        elif outcome == "size_mismatch":
+            self.meter.count(INTEGRITY_FAILURES, "size")
+        self.meter.count(REQUESTS, operation, outcome)
+
+    def _call(self, operation: str, key: str, fn: Callable[[], T], ok: Callable[[T], str]) -> T:
+        self._starting(operation, key)
+        try:
+            result = fn()
+        except BaseException as exc:
+            self._finished(operation, key, _outcome(exc))
+            raise
+        self._finished(operation, key, ok(result))
+        return result
+
+    # -- the requests the tier sends ------------------------------------------------------
+
+    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
+        return self._call("get", key, lambda: self.inner.get(key), lambda _: "ok")
+
+    def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
+        return self._call("get", key, lambda: self.inner.get_into(key, buffer), lambda _: "ok")
+
+    def get_range(self, key: str, *, start: int, end: int | None = None) -> bytes:
+        return self._call(
+            "get", key, lambda: self.inner.get_range(key, start=start, end=end), lambda _: "ok"
+        )
+
+    def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
+        return self._call(
+            "put",
+            key,
+            lambda: self.inner.put(key, data, options),
+            lambda created: "created" if created else "exists",
+        )
+
+    def head(self, key: str) -> ObjectInfo | None:
+        return self._call(
+            "head",
+            key,
+            lambda: self.inner.head(key),
+            lambda info: "ok" if info is not None else "not_found",
+        )
+
+    def submit_put(
+        self,
+        key: str,
+        data: memoryview,
+        options: PutOptions,
+        done: Callable[[bool | None, BaseException | None], None],
+    ) -> None:
+        self._starting("put", key)
+
+        def finished(created: bool | None, error: BaseException | None) -> None:
+            outcome = _outcome(error) if error is not None else ("created" if created else "exists")
+            self._finished("put", key, outcome)
+            done(created, error)
+
+        self.inner.submit_put(key, data, options, finished)
+
+    def submit_get_into(
+        self,
+        key: str,
+        buffer: memoryview,
+        done: Callable[[ObjectInfo | None, BaseException | None], None],
+    ) -> None:
+        self._starting("get", key)
+
+        def finished(info: ObjectInfo | None, error: BaseException | None) -> None:
+            self._finished("get", key, _outcome(error) if error is not None else "ok")
+            done(info, error)
+
+        self.inner.submit_get_into(key, buffer, finished)
+
+
+class MeteredDownloader(Downloader):
+    """A :class:`Downloader` that counts checksum failures (every load verifies there)."""
+
+    def __init__(self, *args: Any, meter: TierMeter, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.meter = meter
+
+    def _loaded(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super()._loaded(*args, **kwargs)
+        except ChecksumMismatchError:
+            self.meter.count(INTEGRITY_FAILURES, "checksum")
+            raise
