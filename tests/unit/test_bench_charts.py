@@ -30,6 +30,7 @@ def png_size(path: Path) -> tuple[int, int]:
         ("bench_transfer.py", "transfer-rgw-http"),
         ("bench_transfer.py", "transfer-rgw-https"),
         ("bench_vllm_tier.py", "vllm-tier"),
+        ("bench_lookup_latency.py", "lookup-requests"),
     ],
 )
 def test_committed_chart_redraws_from_its_json(tmp_path: Path, script: str, name: str) -> None:
