@@ -134,6 +134,7 @@ def embedded_s3() -> Iterator[str]:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()  # reap it: an unreaped child is a ResourceWarning at teardown
         log.close()
 
 

@@ -33,7 +33,8 @@ locals {
   }
 
   # Lookups (HeadObject) and loads (GetObject) need s3:GetObject; ListBucket,
-  # held to the prefix, makes a missing key answer 404 instead of 403.
+  # held to the prefix, makes a missing key answer 404 instead of 403 on AWS
+  # (Ceph RGW 16 still answers 403; s3kv's tier reads a denied HEAD as absent).
   reader_statements = [
     {
       Sid      = "ListCachePrefix"
