@@ -71,19 +71,20 @@ bench: $(STAMP)
 	$(PY) bench/bench_transfer.py
 
 ## Every figure the docs show, measured: run ALONE on a quiet machine (load average under
-## 1; each benchmark refuses to start otherwise). Writes docs/img/*.json and their charts,
-## then fills the docs' figures from them. About 1.5 hours on 2 cores.
+## 1; each benchmark waits up to 10 minutes for it, then refuses). Writes docs/img/*.json
+## and their charts, then fills the docs' figures from them. About 1.5 hours on 2 cores.
+QUIET := --wait-quiet 600
 bench-docs: $(STAMP) rgw-deps vllm-venv
-	$(VLLM_PY) bench/bench_prompt_load.py
+	bash scripts/vllm-engine-venv.sh
+	$(VLLM_PY) bench/bench_prompt_load.py $(QUIET)
 	$(PY) bench/bench_prompt_load.py --redraw docs/img/prompt-load.json
-	$(VLLM_PY) bench/bench_lookup_latency.py --backend rgw --repeat 3 \
+	$(VLLM_PY) bench/bench_lookup_latency.py --backend rgw --repeat 3 $(QUIET) \
 		--json docs/img/lookup-requests.json
 	$(PY) bench/bench_lookup_latency.py --redraw docs/img/lookup-requests.json \
 		--chart docs/img/lookup-requests.png
-	$(VLLM_PY) bench/bench_keys.py --json docs/img/keys.json
-	$(PY) bench/bench_rgw.py --json-dir docs/img
-	bash scripts/vllm-engine-venv.sh
-	$(ENGINE_PY) bench/bench_ttft.py
+	$(VLLM_PY) bench/bench_keys.py $(QUIET) --json docs/img/keys.json
+	$(PY) bench/bench_rgw.py $(QUIET) --json-dir docs/img
+	$(ENGINE_PY) bench/bench_ttft.py $(QUIET)
 	$(PY) bench/bench_ttft.py --redraw docs/img/ttft.json
 	$(PY) bench/doc_figures.py
 

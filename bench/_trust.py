@@ -2,7 +2,7 @@
 
 Every benchmark script that records results goes through this module:
 
-* ``add_arguments(parser)`` adds ``--force-loaded``.
+* ``add_arguments(parser)`` adds ``--force-loaded`` and ``--wait-quiet``.
 * ``gate(args)``, first thing in a measuring run: the 1-minute load average must be at
   most ``LOAD_LIMIT``. Over it the script stops with a one-line message (exit 2): what
   other processes do to the CPUs then shows in every figure. ``--force-loaded`` records
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -45,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"record even when the 1-minute load average is over {LOAD_LIMIT:g} at the "
              "start; the results are marked as measured on a loaded machine "
              '(JSON "loaded": true, a line in the chart footer and under the table)')
+    parser.add_argument(
+        "--wait-quiet", type=float, default=0, metavar="SECONDS",
+        help="wait up to this long for the load average to drop under the limit before "
+             "deciding (the previous benchmark's servers take a minute or two to fade "
+             "from it)")
     # Set by a parent benchmark that checked the load before starting its servers.
     parser.add_argument("--start-load-average", type=float, help=argparse.SUPPRESS)
 
@@ -53,6 +59,13 @@ def gate(args: argparse.Namespace) -> dict[str, Any]:
     """Stop here (exit 2) on a loaded machine unless ``--force-loaded``; the JSON record."""
     given = getattr(args, "start_load_average", None)
     start = load_average() if given is None else given
+    deadline = time.monotonic() + (getattr(args, "wait_quiet", 0) or 0)
+    if given is None and start > LOAD_LIMIT and time.monotonic() < deadline:
+        print(f"waiting for the load average ({start:.2f}) to drop under {LOAD_LIMIT:g}",
+              file=sys.stderr, flush=True)
+        while start > LOAD_LIMIT and time.monotonic() < deadline:
+            time.sleep(5)
+            start = load_average()
     loaded = start > LOAD_LIMIT
     if loaded and not getattr(args, "force_loaded", False):
         prog = os.path.basename(sys.argv[0]) or "benchmark"

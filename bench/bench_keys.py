@@ -22,11 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from s3kv import KeyMapper, Namespace, parse_key
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _trust  # noqa: E402
 
-import _trust
+from s3kv import KeyMapper, Namespace, parse_key  # noqa: E402
 
 # shared/ sits beside the repository (or above a worktree of it): the nearest one up.
 REFERENCE = next(

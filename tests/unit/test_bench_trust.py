@@ -108,3 +108,11 @@ def test_a_forced_run_says_loaded_in_its_json(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["loaded"] is True and doc["trust"]["load_average_1m"] == 9.0
     assert all(len(r["keys_per_s_runs"]) == 2 and "disagree" in r for r in doc["rows"])
+
+
+def test_wait_quiet_waits_for_the_load_to_fade(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads = iter([3.0, 1.6, 0.8])
+    monkeypatch.setattr(_trust, "load_average", lambda: next(loads))
+    monkeypatch.setattr(_trust.time, "sleep", lambda s: None)
+    assert _trust.gate(args("--wait-quiet", "60")) == {
+        "load_average_1m": 0.8, "loaded": False, "load_limit": 1.0, "spread_limit": 0.2}
