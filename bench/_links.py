@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -64,8 +65,15 @@ class Link:
 
     def collect_garbage(self) -> None:
         """Free deleted objects' tails now (RGW's garbage collector, one full pass)."""
-        subprocess.run(["radosgw-admin", "-c", self.conf, "gc", "process", "--include-all"],
-                       check=True, capture_output=True, timeout=300)
+        for attempt in range(3):  # a pass can lose a shard lock to the gateway's own
+            proc = subprocess.run(["radosgw-admin", "-c", self.conf, "gc", "process",
+                                   "--include-all"], capture_output=True, text=True,
+                                  timeout=300)
+            if proc.returncode == 0:
+                return
+            time.sleep(1 + attempt)
+        raise RuntimeError(f"radosgw-admin gc process: exit {proc.returncode}: "
+                           f"{proc.stderr.strip()[-800:]}")
 
     def requests(self) -> dict[str, int] | None:
         """Requests the proxy saw so far, per method (None without a proxy)."""
