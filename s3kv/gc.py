@@ -109,7 +109,10 @@ def gc(
     try:
         job = _GC(loc, store, settings, now, dry_run)
         job.allow_empty, job.meter = allow_empty, Meter(on_progress, dry_run=dry_run)
-        return job.run(older_than, max_bytes, uploads_older_than, delete_empty_manifests)
+        try:
+            return job.run(older_than, max_bytes, uploads_older_than, delete_empty_manifests)
+        finally:
+            job.meter.finish()  # a last event, Ctrl-C too: what an interrupt reports
     finally:
         store.close()
 

@@ -112,7 +112,11 @@ def repair(
         job = _Repair(loc, store, settings, src_loc, src, source_settings or settings)
         job.census = Census(loc, namespaces=namespaces, ranks=ranks)
         job.remove_unrepairable, job.dry_run = remove_unrepairable, dry_run
-        return job.run(allow_empty, Meter(on_progress, dry_run=dry_run))
+        meter = Meter(on_progress, dry_run=dry_run)
+        try:
+            return job.run(allow_empty, meter)
+        finally:
+            meter.finish()  # a last event, Ctrl-C too: what an interrupt reports
     finally:
         store.close()
         if src is not None:

@@ -191,7 +191,10 @@ def sync(
             options or SyncOptions(),
             on_progress,
         )
-        return job.run()
+        try:
+            return job.run()
+        finally:
+            job.meter.finish()  # a last event, Ctrl-C too: what an interrupt reports
     finally:
         src.close()
         dst.close()
@@ -453,6 +456,8 @@ class _Sync:
     ) -> Callable[[Future[tuple[_Outcome, int, bool]]], None]:
         def done(future: Future[tuple[_Outcome, int, bool]]) -> None:
             self.slots.release()
+            if future.cancelled():  # interrupted before it started: not done, not failed
+                return
             try:
                 outcome, nbytes, unverified = future.result()
             except S3KVError as exc:

@@ -122,7 +122,11 @@ def verify(
     store = open_store(loc, settings)
     try:
         job = _Verify(loc, store, settings, deep, concurrency or settings.concurrency)
-        return job.run(allow_empty, Meter(on_progress))
+        meter = Meter(on_progress)
+        try:
+            return job.run(allow_empty, meter)
+        finally:
+            meter.finish()  # a last event, Ctrl-C too: what an interrupt reports
     finally:
         store.close()
 

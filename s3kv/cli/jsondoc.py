@@ -2,11 +2,12 @@
 
 The same thing has the same name and type in every command (``manifest`` is a status
 string, ``blocks`` a count, ``nested`` the caches below a location, ``seconds`` the run
-time); times are RFC 3339 in UTC to the second (``2026-12-01T03:32:39Z``, which jq's
-``fromdateiso8601`` reads); in a dry run what would happen is named so (``would_copy``,
-never ``copied``); the words are the text output's (``left_out``, ``already_present``).
-Every document has ``command`` and ``ok``; an error is ``{"command", "ok": false,
-"error": {"code", "kind", "message", "suggestions"}}``, printed on stdout all the same.
+time; ``null`` where a value is not known or not given); times are RFC 3339 in UTC to
+the second (``2026-12-01T03:32:39Z``, which jq's ``fromdateiso8601`` reads); in a dry
+run what would happen is named so (``would_copy``, never ``copied``); the words are the
+text output's (``left_out``, ``already_present``). Every document has ``command`` and
+``ok``; an error is ``{"command", "ok": false, "error": {"code", "kind", "message",
+"suggestions"}}``, printed on stdout all the same.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def timestamp(when: datetime | None) -> str | None:
 
 
 def nested(caches: Iterable[NestedCache]) -> list[dict[str, Any]]:
-    return [{"location": c.location, "namespaces": c.namespaces} for c in caches]
+    return [{"location": c.location, "namespace_count": c.namespaces} for c in caches]
 
 
 def error(
