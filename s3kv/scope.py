@@ -118,7 +118,7 @@ class Census:
         where = self.location.url
         # First: the keys of a namespace folder given as the location parse as nested
         # under its parent (or not at all), which is where the user should point.
-        folder = _own_folder(self.location)
+        folder = own_folder(self.location)
         if folder is not None and (self.nested or self.stray):
             parent, namespace, rank = folder
             what = "namespace folder" if rank is None else f"rank {rank} folder of a namespace"
@@ -201,7 +201,7 @@ def _digest(folder: str) -> str:
     return folder.rpartition("_")[2]
 
 
-def _own_folder(location: Location) -> tuple[str, str, int | None] | None:
+def own_folder(location: Location) -> tuple[str, str, int | None] | None:
     """(the parent location, namespace folder, rank) when the location itself is a
     namespace folder (``.../<model>_<digest>``) or a rank folder (``..._r<rank>``)."""
     if location.path is not None:

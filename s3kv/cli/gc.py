@@ -128,8 +128,9 @@ def summary_line(r: GCReport) -> str:
             f"freed {format_bytes(r.bytes_freed)} ({what}; "
             f"{plural(r.uploads_aborted, 'upload')} aborted)"
         )
+    stray = f"; {plural(r.stray_keys, 'stray key')} left alone" if r.stray_keys else ""
     return (
-        f"gc: {done}; kept {plural(r.blocks_kept, 'block')} ({format_bytes(r.bytes_kept)}); "
+        f"gc: {done}; kept {plural(r.blocks_kept, 'block')} ({format_bytes(r.bytes_kept)}){stray}; "
         f"{len(r.failures)} failed; {plural(r.delete_requests, 'delete request')} in "
         f"{r.seconds:.2f}s at {r.location}"
     )

@@ -11,6 +11,7 @@ from s3kv.cli.options import add_common, add_namespace, dumps, namespace_from_ar
 from s3kv.errors import InvalidKeyError
 from s3kv.keys import KeyMapper, make_offload_key
 from s3kv.location import parse_location
+from s3kv.scope import own_folder
 
 EXAMPLES = """\
 examples:
@@ -93,6 +94,13 @@ def run(args: argparse.Namespace) -> int:
                 "offload_key": offload_key.hex(),
                 "key": address(mapper.key_for(offload_key)),
             }
+        )
+    folder = own_folder(location) if location is not None else None
+    if folder is not None:  # keys would land one level too low
+        print(
+            f"s3kv key: note: {location} is a namespace's folder, one level below a cache: "
+            f"keys are laid out under the cache's location, {folder[0]} - did you mean that?",
+            file=sys.stderr,
         )
     if not args.manifest and not args.groups:
         print(

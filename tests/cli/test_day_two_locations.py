@@ -187,3 +187,16 @@ def test_verify_of_an_empty_location_fails_unless_allowed(
     assert cli(capsys, "verify", str(empty), "--deep", "--allow-empty").code == 0
     pushed = cli(capsys, "push", str(empty), f"s3://{bucket}/kv", *conn, "--allow-empty")
     assert pushed.code == 0 and "copied 0 blocks" in pushed.out
+
+
+def test_key_names_the_cache_location_when_given_a_namespace_folder(
+    capsys: Any, tmp_path: Path
+) -> None:
+    ns = namespace()
+    write_tree(tmp_path / "kv", ns, 1)
+    manifest = str(tmp_path / "kv" / ns.folder / "config.json")
+    low = cli(capsys, "key", f"s3://bkt/kv/{ns.folder}", "--manifest", manifest)
+    assert low.code == 0
+    assert "one level below a cache" in low.err and "s3://bkt/kv - did you mean that?" in low.err
+    right = cli(capsys, "key", "s3://bkt/kv", "--manifest", manifest)
+    assert right.err == "" and f"s3://bkt/kv/{ns.folder}/config.json" in right.out
