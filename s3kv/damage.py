@@ -7,10 +7,11 @@ when it differs from a good copy whose checksum was verified. ``repair`` and ``p
 ``pull``/``cp --checksum`` act only on blocks that fail it, and only after re-checking
 right before acting that the object is still the one judged:
 
-* S3: the replacing PUT carries ``If-Match: <the ETag judged>`` (honoured by AWS S3,
-  moto and Ceph RGW 16), so a block a writer replaced meanwhile is left alone. A delete
-  carries ``If-Match`` too, but Ceph RGW 16 ignores it on DELETE: there the guard is a
-  HEAD right before, and a writer that replaces the block within that window (one
+* S3: a HEAD right before compares the ETag, and the replacing PUT carries
+  ``If-Match: <the ETag judged>`` (AWS S3 documents it; moto and Ceph RGW 16 honour it,
+  tested), so a block a writer replaced meanwhile is left alone. A delete carries
+  ``If-Match`` too (moto honours it), but Ceph RGW 16 ignores it on DELETE: there the
+  guard is the HEAD, and a writer that replaces the block within that window (one
   request) loses its block: a cache miss, never damage.
 * A directory has no ETag: the bytes are read again right before acting, then the
   good copy goes in through a temp file and a rename (a reader never sees half a
@@ -140,8 +141,9 @@ def _unchanged(store: Store, judged: Judged, settings: S3Settings) -> bool:
 
 
 def _bare(etag: str | None) -> str | None:
-    """An ETag without its quotes: Ceph RGW 16 matches ``If-Match`` only so (a quoted
-    one always fails, safely); AWS S3 and moto take either."""
+    """An ETag without its quotes: Ceph RGW 16 matches ``If-Match`` only so (a quoted one
+    always fails); moto takes either. Were a store to refuse this form, the write fails
+    safe: 412, the block left alone and counted ``changed``."""
     return etag.strip('"') if etag is not None else None
 
 
