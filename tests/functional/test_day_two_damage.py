@@ -16,6 +16,7 @@ from s3kv.integrity import compute
 from s3kv.keys import KeyMapper, make_offload_key
 from s3kv.namespace import Namespace
 from s3kv.stores import ObjectInfo, PutOptions, open_store
+from s3kv.transfer import BLOCK_TAGS
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.functional
@@ -34,7 +35,9 @@ def damaged(backend: Backend) -> tuple[str, damage.Judged, damage.Judged]:
     key = block(backend)
     store = open_store(backend.location, backend.settings)
     try:
-        store.put(key, GOOD, PutOptions(create_only=False, checksum=compute("crc32c", GOOD)))
+        # tagged as every block s3kv writes (the lifecycle proof checks what was recorded)
+        options = PutOptions(create_only=False, checksum=compute("crc32c", GOOD), tags=BLOCK_TAGS)
+        store.put(key, GOOD, options)
     finally:
         store.close()
     backend.tamper(key, BAD)
