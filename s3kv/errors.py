@@ -27,6 +27,7 @@ can catch either the s3kv class or the matching built-in::
     │   └── ChecksumMismatchError
     ├── TransferError                          a batch finished with failed blocks
     │   └── TransferCancelledError
+    ├── LeaseHeldError                         another gc runs on the same location
     └── ClosedError (RuntimeError)             an Uploader/Downloader used after close()
 
 Store errors are translated from botocore/OS errors in one place (``s3kv.stores.errors``).
@@ -121,6 +122,10 @@ class TransferError(S3KVError):
 
 class TransferCancelledError(TransferError):
     """A batch transfer was cancelled before it finished."""
+
+
+class LeaseHeldError(S3KVError):
+    """Another ``gc`` holds the location's lease (one gc at a time per location)."""
 
 
 class ClosedError(S3KVError, RuntimeError):
