@@ -19,7 +19,9 @@ shared prompts, the head of every chain) would go first. A :class:`Renewer` make
   ``Last-Modified`` in its own HEAD or GET does not renew again, so a fleet sends about
   one copy per used block per ``renew_after``;
 * never on the caller's thread: :meth:`use` only queues (a bounded queue; what does not
-  fit is dropped and counted), one thread renews in batches through a small pool.
+  fit is dropped and counted); one thread takes chains in batches and renews a few
+  chains at once, each chain one copy at a time from its tail, so that within a second
+  too a chain's earlier blocks carry the later times.
 
 The counters (``renewed``, ``changed``, ``gone``, ``failed``, ``dropped``, ``heads``) are
 running totals for metrics.
@@ -47,9 +49,10 @@ DEFAULT_RENEW_AFTER_SECONDS = 86_400.0
 """One day: with the Terraform rule's default of 7 days since last use, a block used
 now is kept at least 6 and at most 7 days; one copy per used block per day at most."""
 WORKERS = 4
-"""Copies in flight at once: renewal is background work, never a load's competitor."""
+"""Chains renewed at once, each one copy at a time, tail first: renewal is background
+work, never a load's competitor, and a chain's copies land in order."""
 BATCH = 256
-"""Keys one round of the renewal thread takes from the queue."""
+"""Keys (in whole chains) one round of the renewal thread takes from the queue."""
 MAX_PENDING = 100_000
 """Keys waiting to be renewed at most; uses beyond it are dropped (and counted)."""
 MAX_SEEN = 200_000
@@ -98,7 +101,8 @@ class Renewer:
         self._lock = threading.Condition()
         self._seen: OrderedDict[str, Seen] = OrderedDict()
         self._asked: OrderedDict[str, float] = OrderedDict()  # key -> when it was queued
-        self._queue: deque[tuple[str, Seen | None]] = deque()
+        self._queue: deque[list[tuple[str, Seen | None]]] = deque()  # chains, tail first
+        self._queued = 0  # keys in _queue
         self._busy = 0
         self._closing = False
         self._disabled = ""
@@ -157,14 +161,15 @@ class Renewer:
             batch = [p for i, p in enumerate(picked) if i <= last_due or p[1] is None]
             if not batch:
                 return 0
-            if len(self._queue) + len(batch) > self.max_pending:
+            if self._queued + len(batch) > self.max_pending:
                 self.dropped += len(batch)
                 return 0
             for key, _ in batch:
                 self._asked[key] = now
             while len(self._asked) > MAX_SEEN:
                 self._asked.popitem(last=False)
-            self._queue.extend(reversed(batch))  # tail first (see the module)
+            self._queue.append(batch[::-1])  # tail first (see the module)
+            self._queued += len(batch)
             self._lock.notify_all()
             return len(batch)
 
@@ -187,6 +192,7 @@ class Renewer:
         with self._lock:
             self._closing = True
             self._queue.clear()
+            self._queued = 0
             self._lock.notify_all()
         self._thread.join(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -199,11 +205,13 @@ class Renewer:
                 self._lock.wait_for(lambda: self._queue or self._closing)
                 if self._closing:
                     return
-                batch = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
-                self._busy = len(batch)
+                batch = [self._queue.popleft()]
+                while self._queue and sum(map(len, batch)) + len(self._queue[0]) <= BATCH:
+                    batch.append(self._queue.popleft())
+                self._busy = sum(map(len, batch))
+                self._queued -= self._busy
             try:
-                # map() submits in order: the tail's copies start first.
-                list(self._pool.map(self._renew_one, batch))
+                list(self._pool.map(self._renew_chain, batch))
             except RuntimeError:  # the pool shut down under us (close)
                 return
             finally:
@@ -214,6 +222,14 @@ class Renewer:
     def _count(self, counter: str) -> None:
         with self._lock:
             setattr(self, counter, getattr(self, counter) + 1)
+
+    def _renew_chain(self, chain: list[tuple[str, Seen | None]]) -> None:
+        # One copy at a time, tail first: each block's new Last-Modified is no later
+        # than the one before it in the chain, even within one second.
+        for item in chain:
+            if self._disabled or self._closing:
+                return
+            self._renew_one(item)
 
     def _renew_one(self, item: tuple[str, Seen | None]) -> None:
         key, known = item
@@ -274,4 +290,5 @@ class Renewer:
                 return
             self._disabled = why
             self._queue.clear()
+            self._queued = 0
         logger.warning("s3kv renewal is off for %s: %s", self.store.name, why)
