@@ -3,6 +3,12 @@
 Namespaces without a manifest (as vLLM's object-store tier leaves them) are shown too,
 named from their folder. Caches nested under deeper prefixes are listed with their prefix.
 
+``bytes_by_last_use`` splits a namespace's bytes by time since last use (a block's
+``Last-Modified``, which s3kv's vLLM tier renews when it uses a block older than its
+``renew_after``, so "last use" is exact to within that): used within the hour, within
+the day, within the week, and before. What a lifecycle rule or ``gc --older-than`` would
+take is the last bucket(s); what is hot is the first.
+
 ``unverified`` counts blocks that, as far as a listing tells (``ls`` reads no block), carry
 no recorded checksum: every block in a directory (it records none), and on S3 every block
 of a namespace without a manifest (vLLM's object-store tier writes neither; s3kv writes
@@ -13,13 +19,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 
 from s3kv.listing import MAX_EXAMPLES, read_manifest, walk
 from s3kv.location import Location, parse_location
 from s3kv.namespace import DIGEST_LENGTH
 from s3kv.settings import S3Settings
 from s3kv.stores import LocalStore, open_store
+
+LAST_USE_BUCKETS: tuple[tuple[str, float], ...] = (
+    ("within_1h", 3600.0),
+    ("1h_to_1d", 86400.0),
+    ("1d_to_7d", 7 * 86400.0),
+    ("over_7d", float("inf")),
+)
+"""Buckets of :attr:`NamespaceSummary.bytes_by_last_use`: name and upper bound (seconds)."""
+
+
+def last_use_bucket(age_seconds: float) -> str:
+    """The :data:`LAST_USE_BUCKETS` name for a block last used ``age_seconds`` ago."""
+    return next(name for name, limit in LAST_USE_BUCKETS if age_seconds < limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +65,8 @@ class NamespaceSummary:
     """Key styles seen: ``s3kv`` (vLLM's filesystem and object-store tiers store one layout)."""
     unverified: int = 0
     """Blocks with no recorded checksum as far as the listing tells (see the module)."""
+    bytes_by_last_use: dict[str, int] = field(default_factory=dict)
+    """Bytes by time since last use, keyed by :data:`LAST_USE_BUCKETS` (every key present)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +99,24 @@ class _Tally:
     oldest: datetime | None = None
     newest: datetime | None = None
     manifest: bool = False
+    by_last_use: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys((n for n, _ in LAST_USE_BUCKETS), 0)
+    )
 
 
-def inventory(location: str | Location, *, settings: S3Settings | None = None) -> Inventory:
-    """List the namespaces at ``location`` (one listing, then one GET per manifest)."""
+def inventory(
+    location: str | Location,
+    *,
+    settings: S3Settings | None = None,
+    now: datetime | None = None,
+) -> Inventory:
+    """List the namespaces at ``location`` (one listing, then one GET per manifest).
+
+    ``now`` is when time since last use is counted from (default: now).
+    """
     loc = location if isinstance(location, Location) else parse_location(location)
     settings = settings if settings is not None else S3Settings.resolve()
+    now = now or datetime.now(timezone.utc)
     started = time.perf_counter()
     store = open_store(loc, settings)
     try:
@@ -109,6 +142,8 @@ def inventory(location: str | Location, *, settings: S3Settings | None = None) -
             tally.blocks += 1
             tally.bytes += entry.info.size
             when = entry.info.last_modified
+            age = float("inf") if when is None else (now - when).total_seconds()
+            tally.by_last_use[last_use_bucket(max(age, 0.0))] += entry.info.size
             if when is not None:
                 tally.oldest = when if tally.oldest is None else min(tally.oldest, when)
                 tally.newest = when if tally.newest is None else max(tally.newest, when)
@@ -136,6 +171,7 @@ def inventory(location: str | Location, *, settings: S3Settings | None = None) -
                     manifest_problem=manifest.problem if manifest is not None else "",
                     styles=tuple(sorted(tally.styles)),
                     unverified=tally.blocks if unrecorded or not tally.manifest else 0,
+                    bytes_by_last_use=dict(tally.by_last_use),
                 )
             )
     finally:
