@@ -36,7 +36,6 @@ from s3kv.downloader import Downloader
 from s3kv.keys import KeyStyle
 from s3kv.location import parse_location
 from s3kv.lookup import PresenceCache
-from s3kv.namespace import Namespace
 from s3kv.renewal import DEFAULT_RENEW_AFTER_SECONDS, Renewer
 from s3kv.settings import S3Settings
 from s3kv.stores import open_store
@@ -56,7 +55,7 @@ from s3kv.vllm._metrics import (
 )
 from s3kv.vllm._readonly import ReadOnlyDetector, SkippedStores, check_manifest
 from s3kv.vllm._runner import Finished, JobRunner
-from s3kv.vllm._selfcheck import check_namespace
+from s3kv.vllm._selfcheck import check_namespace, namespace_of, vllm_file_mapper
 from s3kv.vllm._stores import DeniedHeadIsAbsent
 from s3kv.vllm._usage import ObservingStore, UsageTracker, parse_renew_after
 
@@ -67,6 +66,19 @@ if TYPE_CHECKING:
     from vllm.v1.kv_offload.base import OffloadingMetricMetadata, OffloadingSpec
 
 logger = logging.getLogger("s3kv.vllm")
+
+def _warn_if_untested_vllm(tier_type: str) -> None:
+    import s3kv.vllm as package  # set by the version gate, before this module was imported
+
+    if package.UNSUPPORTED_VLLM is not None:
+        logger.warning(
+            "s3kv tier %r runs on %s, which s3kv.vllm is not tested with (%s allowed it); "
+            "vLLM's FileMapper spells every key as s3kv does, so the cache is shared",
+            tier_type,
+            package.UNSUPPORTED_VLLM,
+            package.ALLOW_ENV,
+        )
+
 
 SHUTDOWN_TIMEOUT_SECONDS = 30.0
 """How long ``shutdown`` waits for cancelled jobs' last requests before it closes."""
@@ -121,12 +133,11 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         elif enable_kv_events:
             logger.warning("enable_kv_events is set on tier %r but KV events are off", tier_type)
 
-        self.namespace = Namespace.from_vllm_config(
-            offloading_spec,  # the spec, not spec.config: it may carry storage_format
-            blocks_per_file=offloading_spec.blocks_per_chunk,
-            parallel_agnostic=True,
-        )
-        check_namespace(self.namespace, offloading_spec, tier_type=tier_type)
+        # vLLM's own run config names the folder; the self-check guards the keys.
+        mapper = vllm_file_mapper(offloading_spec)
+        self.namespace = namespace_of(mapper, tier_type=tier_type)
+        check_namespace(self.namespace, offloading_spec, tier_type=tier_type, file_mapper=mapper)
+        _warn_if_untested_vllm(tier_type)
         self.settings = S3Settings.resolve(**settings)
         location = parse_location(url)
         c = self.settings.concurrency
