@@ -96,3 +96,11 @@ def check_namespace(
             + "\nUse an s3kv release that spells this vLLM's keys (s3kv.vllm is tested "
             "with vllm==0.32.0 and 0.33.0)."
         )
+
+
+def tier_namespace(offloading_spec: Any, *, tier_type: str) -> Namespace:
+    """The tier's namespace: vLLM's own run config, once the self-check passed."""
+    mapper = vllm_file_mapper(offloading_spec)
+    namespace = namespace_of(mapper, tier_type=tier_type)
+    check_namespace(namespace, offloading_spec, tier_type=tier_type, file_mapper=mapper)
+    return namespace

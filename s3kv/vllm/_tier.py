@@ -11,7 +11,6 @@ an alias of the default ``"s3kv"``.
 from __future__ import annotations
 
 import logging
-import queue
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,32 +31,25 @@ from vllm.v1.kv_offload.tiering.base import (
     TransferJob,
 )
 
-from s3kv.downloader import Downloader
 from s3kv.keys import KeyStyle
 from s3kv.location import parse_location
-from s3kv.lookup import PresenceCache
-from s3kv.renewal import DEFAULT_RENEW_AFTER_SECONDS, Renewer
+from s3kv.renewal import DEFAULT_RENEW_AFTER_SECONDS
 from s3kv.settings import S3Settings
-from s3kv.stores import open_store
-from s3kv.transfer import BLOCK_TAGS
-from s3kv.uploader import Uploader
-from s3kv.vllm._lookup import LOOKUP_THREADS, S3AsyncLookupManager, chains
+from s3kv.vllm._lookup import S3AsyncLookupManager, chains
 from s3kv.vllm._metrics import (
     REMOVED_BLOCKS,
-    RENEWAL_OUTCOMES,
     RENEWALS,
     SKIPPED_STORE_BLOCKS,
-    MeteredDownloader,
-    MeteredStore,
     TierMeter,
     metric_definitions,
     tier_label,
 )
 from s3kv.vllm._readonly import ReadOnlyDetector, SkippedStores, check_manifest
 from s3kv.vllm._runner import Finished, JobRunner
-from s3kv.vllm._selfcheck import check_namespace, namespace_of, vllm_file_mapper
-from s3kv.vllm._stores import DeniedHeadIsAbsent
-from s3kv.vllm._usage import ObservingStore, UsageTracker, parse_renew_after
+from s3kv.vllm._selfcheck import tier_namespace
+from s3kv.vllm._usage import parse_renew_after
+from s3kv.vllm._version import warn_if_untested
+from s3kv.vllm._wiring import open_tier_io
 
 if TYPE_CHECKING:
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
@@ -66,19 +58,6 @@ if TYPE_CHECKING:
     from vllm.v1.kv_offload.base import OffloadingMetricMetadata, OffloadingSpec
 
 logger = logging.getLogger("s3kv.vllm")
-
-def _warn_if_untested_vllm(tier_type: str) -> None:
-    import s3kv.vllm as package  # set by the version gate, before this module was imported
-
-    if package.UNSUPPORTED_VLLM is not None:
-        logger.warning(
-            "s3kv tier %r runs on %s, which s3kv.vllm is not tested with (%s allowed it); "
-            "vLLM's FileMapper spells every key as s3kv does, so the cache is shared",
-            tier_type,
-            package.UNSUPPORTED_VLLM,
-            package.ALLOW_ENV,
-        )
-
 
 SHUTDOWN_TIMEOUT_SECONDS = 30.0
 """How long ``shutdown`` waits for cancelled jobs' last requests before it closes."""
@@ -133,52 +112,21 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         elif enable_kv_events:
             logger.warning("enable_kv_events is set on tier %r but KV events are off", tier_type)
 
-        # vLLM's own run config names the folder; the self-check guards the keys.
-        mapper = vllm_file_mapper(offloading_spec)
-        self.namespace = namespace_of(mapper, tier_type=tier_type)
-        check_namespace(self.namespace, offloading_spec, tier_type=tier_type, file_mapper=mapper)
-        _warn_if_untested_vllm(tier_type)
+        self.namespace = tier_namespace(offloading_spec, tier_type=tier_type)
+        warn_if_untested(tier_type)
         self.settings = S3Settings.resolve(**settings)
         location = parse_location(url)
-        c = self.settings.concurrency
-        lookup_threads = max(LOOKUP_THREADS, c // 4)
-        # One client for stores, loads and lookups; its pool holds all their requests.
-        pool = self.settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
-        renew_seconds = None if read_only else parse_renew_after(renew_after)
-        self.store = open_store(location, pool)
-        metered = MeteredStore(self.store, self.metrics)  # every request goes through it
-        presence = PresenceCache()
-        self._removed: queue.SimpleQueue[bytes] = queue.SimpleQueue()
-        self.renewer: Renewer | None = None
-        if renew_seconds is not None:
-            self.renewer = Renewer(
-                metered,
-                self.settings,
-                renew_after=renew_seconds,
-                tags=BLOCK_TAGS,
-                on_gone=lambda key: self.usage.missing(key),
-            )
-        self.usage = UsageTracker(presence, self.renewer, self._on_removed)
-        observed = ObservingStore(metered, self.usage)  # HEAD/GET answers reach self.usage
-        common: dict[str, Any] = {"settings": self.settings, "style": style, "store": metered}
-        self.uploader = Uploader(location, self.namespace, concurrency=c, **common)
-        self.downloader = MeteredDownloader(
+        io = open_tier_io(
             location,
             self.namespace,
-            concurrency=c,
-            meter=self.metrics,
-            presence_cache=presence,
-            **{**common, "store": observed},
+            self.settings,
+            self.metrics,
+            style=style,
+            renew_after=None if read_only else parse_renew_after(renew_after),
+            announce_removals=self.events is not None,
         )
-        # Lookups get their own threads (so HEADs never queue behind loads), same cache.
-        prober = Downloader(
-            location,
-            self.namespace,
-            concurrency=lookup_threads,
-            presence_cache=presence,
-            **{**common, "store": DeniedHeadIsAbsent(observed)},
-        )
-        self._prober = prober
+        self.store, self.uploader, self.downloader = io.store, io.uploader, io.downloader
+        self.usage, self.renewer, self._prober = io.usage, io.usage.renewer, io.prober
         if read_only:
             check_manifest(self.downloader, tier_type=tier_type)
         else:
@@ -195,7 +143,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             if getattr(g, "sliding_window_size_in_chunks", None) is not None
         ]
         self._lookup_manager = S3AsyncLookupManager(
-            prober, tier_type, windowed_groups=windowed, on_hits=self._used
+            self._prober, tier_type, windowed_groups=windowed, on_hits=self._used
         )
         logger.info(
             "s3kv tier %r: %s (%s keys, folder %s)",
@@ -311,21 +259,11 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
                 self.downloader.presence.put(object_key, True)
             self.usage.present(stored)
 
-    def _on_removed(self, offload_key: bytes) -> None:
-        """A block the tier had seen present is gone (any thread): announce it."""
-        if self.events is not None:
-            self._removed.put(offload_key)
-
     def take_events(self) -> Iterable[OffloadingEvent]:
         if self.events:
             events, self.events = self.events, []
             yield from events
-        removed = []
-        while True:
-            try:
-                removed.append(self._removed.get_nowait())
-            except queue.Empty:
-                break
+        removed = self.usage.take_removed()  # blocks seen present, since found gone
         if removed:
             yield OffloadingEvent(
                 keys=removed, medium=self.medium, removed=True, locality=self.locality
@@ -342,12 +280,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     def get_stats(self) -> OffloadingConnectorStats | None:
         lookups = self._lookup_manager
         self.metrics.on_lookups(lookups.heads_sent, lookups.cache_answers)
-        if self.renewer is not None:
-            renewer = self.renewer
-            totals: dict[tuple[str, ...], float] = {
-                (o,): float(getattr(renewer, o)) for o in RENEWAL_OUTCOMES
-            }
-            self.metrics.on_totals(RENEWALS, totals)
+        self.metrics.on_totals(RENEWALS, self.usage.renewal_totals())
         self.metrics.on_totals(REMOVED_BLOCKS, {(): float(self.usage.removed)})
         return self.metrics.take_stats()
 

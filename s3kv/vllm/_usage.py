@@ -17,16 +17,20 @@ but reports removals all the same.
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from s3kv.cli.units import parse_duration
 from s3kv.errors import InvalidInputError, NotAnS3KVKeyError, ObjectNotFoundError
 from s3kv.lookup import PresenceCache
 from s3kv.parse import parse_key
 from s3kv.renewal import Renewer
+from s3kv.settings import S3Settings
 from s3kv.stores.base import ObjectInfo, Store
+from s3kv.transfer import BLOCK_TAGS
+from s3kv.vllm._metrics import RENEWAL_OUTCOMES
 from s3kv.vllm._stores import ForwardingStore, GetDone
 
 MAX_PRESENT = 200_000
@@ -39,15 +43,41 @@ class UsageTracker:
     def __init__(
         self,
         presence: PresenceCache,
-        renewer: Renewer | None,
-        on_removed: Callable[[bytes], None],
+        renewer: Renewer | None = None,
+        *,
+        announce_removals: bool = False,
     ) -> None:
         self.presence = presence
         self.renewer = renewer
-        self.on_removed = on_removed
+        self.announce_removals = announce_removals
         self.removed = 0
         self._present: OrderedDict[str, None] = OrderedDict()
+        self._removals: queue.SimpleQueue[bytes] = queue.SimpleQueue()
         self._lock = threading.Lock()
+
+    @classmethod
+    def create(
+        cls,
+        store: Store,
+        settings: S3Settings,
+        presence: PresenceCache,
+        *,
+        renew_after: float | None,
+        announce_removals: bool,
+    ) -> UsageTracker:
+        """A tracker with a renewer on ``store`` (none when ``renew_after`` is None)."""
+        tracker = cls(presence, announce_removals=announce_removals)
+        if renew_after is not None:
+            tracker.renewer = Renewer(
+                store, settings, renew_after=renew_after, tags=BLOCK_TAGS, on_gone=tracker.missing
+            )
+        return tracker
+
+    def renewal_totals(self) -> dict[tuple[str, ...], float]:
+        """The renewer's running totals by outcome, for the tier's metrics."""
+        if self.renewer is None:
+            return {}
+        return {(o,): float(getattr(self.renewer, o)) for o in RENEWAL_OUTCOMES}
 
     def answered(self, info: ObjectInfo) -> None:
         """A HEAD or GET found the object."""
@@ -81,7 +111,17 @@ class UsageTracker:
             return  # the manifest, or a key outside the layout: no block to announce
         with self._lock:
             self.removed += 1
-        self.on_removed(offload_key)
+        if self.announce_removals:
+            self._removals.put(offload_key)
+
+    def take_removed(self) -> list[bytes]:
+        """OffloadKeys found gone since the last call (for ``removed=True`` events)."""
+        out = []
+        while True:
+            try:
+                out.append(self._removals.get_nowait())
+            except queue.Empty:
+                return out
 
     def used(self, chain: Sequence[str], *, probe_unknown: bool = False) -> None:
         """Object keys of one chain, in chain order, were used (never blocks)."""

@@ -11,6 +11,7 @@ key spelled otherwise stops the tier.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from importlib import metadata
@@ -59,3 +60,18 @@ def check_vllm(environ: Mapping[str, str] = os.environ) -> str | None:
         f"{ALLOW_ENV}={release}: the tier then starts only if vLLM's own FileMapper "
         "spells every key as s3kv does"
     )
+
+
+def warn_if_untested(tier_type: str) -> None:
+    """The one warning line of a tier started on a vLLM only the override allowed (its
+    self-check has passed by then)."""
+    import s3kv.vllm as package  # UNSUPPORTED_VLLM is set before the tier is importable
+
+    if package.UNSUPPORTED_VLLM is not None:
+        logging.getLogger("s3kv.vllm").warning(
+            "s3kv tier %r runs on %s, which s3kv.vllm is not tested with (%s allowed it); "
+            "vLLM's FileMapper spells every key as s3kv does, so the cache is shared",
+            tier_type,
+            package.UNSUPPORTED_VLLM,
+            ALLOW_ENV,
+        )
