@@ -29,6 +29,7 @@ from s3kv.listing import GC_LEASE_NAME
 from s3kv.location import parse_location
 from s3kv.stores import PutOptions, open_store
 from s3kv.stores.s3 import S3Store
+from s3kv.transfer import BLOCK_TAGS
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.functional
@@ -91,7 +92,7 @@ def _writer_stores_a_block(backend: Backend, mapper: KeyMapper) -> Any:
         if not fired:
             fired.append("yes")
             key = mapper.key_for(_keys(1, start=200)[0])
-            assert store.put(key, b"y" * 100, PutOptions(create_only=True))
+            assert store.put(key, b"y" * 100, PutOptions(create_only=True, tags=BLOCK_TAGS))
 
     return write
 
