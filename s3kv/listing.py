@@ -26,7 +26,8 @@ MAX_EXAMPLES = 100
 """Stray keys (and similar) shown by name in a report; the rest are only counted."""
 GC_LEASE_NAME = ".s3kv-gc-lease"
 """The lease a running gc holds directly under a location's prefix (s3kv.gc_lease):
-not data, never a stray key, skipped by every listing."""
+not data, never a stray key, skipped by every listing (at any depth: a listing of the
+bucket sees the leases of gc runs on its prefixes)."""
 STALE_TEMP_SECONDS = 15 * 60
 """A temp file of a write (``<block>.bin_<token>.tmp``) older than this belongs to a
 write that died between write and rename: no write of one block takes this long."""
@@ -61,9 +62,8 @@ def walk(store: Store, location: Location, *, exact_prefix: bool) -> Iterator[En
     With ``exact_prefix`` a key of a cache nested deeper (``prefix/other/<folder>/...``)
     is stray: copying it would flatten two caches into one.
     """
-    root = list_root(location)
-    for info in store.list(root):
-        if info.key == root + GC_LEASE_NAME:
+    for info in store.list(list_root(location)):
+        if info.key.rpartition("/")[2] == GC_LEASE_NAME:
             continue
         try:
             parsed = parse_key(info.key)
