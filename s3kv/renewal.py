@@ -11,7 +11,9 @@ shared prompts, the head of every chain) would go first. A :class:`Renewer` make
   time, in chain order);
 * a used block whose ``Last-Modified`` is older than ``renew_after`` is renewed: a
   server-side copy onto itself with the same metadata and tags (:meth:`Store.renew`; no
-  bytes through the client), only while its ETag is still the one seen;
+  bytes through the client), only while its ETag is still the one seen; only blocks
+  s3kv wrote (they carry its checksum, their only metadata): another tool's metadata is
+  not s3kv's to rewrite;
 * a chain is renewed together and from its tail: every block up to the last one due is
   renewed in one batch, later blocks first, so an earlier block is never older than a
   later one it was used with (a chain dies from the tail);
@@ -154,6 +156,8 @@ class Renewer:
                     if probe_unknown:
                         picked.append((key, None))
                     continue
+                if seen.checksum is None:
+                    continue  # not written by s3kv: its metadata is not ours to rewrite
                 if now - seen.last_modified >= self.renew_after:
                     last_due = len(picked)
                 picked.append((key, seen))
@@ -235,9 +239,11 @@ class Renewer:
         key, known = item
         try:
             seen = known
-            if seen is None:  # a probed key: renewed only if it exists and is due
+            if seen is None:  # a probed key: renewed only if it exists, is s3kv's, and is due
                 seen = self._probe(key)
-                if seen is None or self._clock() - seen.last_modified < self.renew_after:
+                if seen is None or seen.checksum is None:
+                    return
+                if self._clock() - seen.last_modified < self.renew_after:
                     return
             when = with_retries(
                 lambda: self.store.renew(

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.unit
 DAY = 86_400.0
 TAGS = {"s3kv-object": "block"}
 SETTINGS = S3Settings(max_attempts=2, backoff_base_seconds=0.001)
+CHECKSUM = Checksum("crc32c", "AAAAAA==")
 
 
 class Clock:
@@ -36,6 +37,7 @@ class MemoryStore(Store):
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.objects: dict[str, tuple[float, str]] = {}
+        self.foreign: set[str] = set()  # written by another tool: no s3kv checksum
         self.renewals: list[str] = []
         self.heads: list[str] = []
         self.gate: threading.Event | None = None
@@ -47,7 +49,8 @@ class MemoryStore(Store):
 
     def info(self, key: str) -> ObjectInfo:
         when, etag = self.objects[key]
-        return ObjectInfo(key, 1, datetime.fromtimestamp(when, timezone.utc), None, etag)
+        checksum = None if key in self.foreign else CHECKSUM
+        return ObjectInfo(key, 1, datetime.fromtimestamp(when, timezone.utc), checksum, etag)
 
     def renew(
         self, key: str, *, etag: str | None, checksum: Checksum | None, tags: Mapping[str, str]
@@ -215,6 +218,19 @@ def test_access_denied_turns_renewal_off_once(
         next(r.message for r in caplog.records if "renewal is off" in r.message)
     ) == 1
     assert "writer policy" in caplog.text
+
+
+def test_blocks_other_tools_wrote_are_never_renewed(
+    renewer: Renewer, store: MemoryStore
+) -> None:
+    """Without s3kv's checksum the object's metadata is someone else's: not rewritten."""
+    store.foreign.update({"theirs", "probed"})
+    keys = _seen(renewer, store, {"theirs": DAY * 2, "ours": DAY * 2})
+    store.add("probed", DAY * 2)
+    renewer.use(keys)
+    renewer.use(["probed"], probe_unknown=True)
+    assert renewer.flush(5)
+    assert store.renewals == ["ours"]
 
 
 def test_renew_after_must_be_positive(store: MemoryStore) -> None:
