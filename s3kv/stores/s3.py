@@ -328,14 +328,19 @@ class S3Store(Store):
             batch = items[i : i + DELETE_BATCH]
             objects = [{"Key": k, **({"ETag": e} if e else {})} for k, e in batch]
             with translated("DELETE", self._where(batch[0][0] if batch else "")):
+                # Not quiet: a delete counts only when the answer names its key as deleted.
                 resp = self.client.delete_objects(
-                    Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
+                    Bucket=self.bucket, Delete={"Objects": objects, "Quiet": False}
                 )
+            confirmed = {d.get("Key") for d in resp.get("Deleted", ())}
             for err in resp.get("Errors", ()):
                 if err.get("Code") in _GONE_OR_CHANGED:
                     gone.add(err["Key"])
                 else:
                     failed[err["Key"]] = f"{err.get('Code')}: {err.get('Message')}"
+            for key, _ in batch:
+                if key not in confirmed and key not in gone and key not in failed:
+                    failed[key] = "the store's answer did not name this key as deleted"
         return failed, gone
 
     def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUpload]:

@@ -237,28 +237,34 @@ def test_blocks_gone_before_the_delete_are_not_counted_as_freed(
     assert report.ok
 
 
-def test_s3_deletes_carry_the_listed_etag_and_a_missing_key_is_not_freed() -> None:
-    """What AWS answers to a conditional DeleteObjects (moto and RGW 16 ignore ETags)."""
+def test_s3_deletes_carry_the_listed_etag_and_count_only_what_is_confirmed() -> None:
+    """What AWS answers to a conditional DeleteObjects (moto and RGW 16 ignore ETags), and
+    an answer that names no key (an empty or foreign 200): nothing counts as freed."""
     import boto3
 
     client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="k",
                           aws_secret_access_key="s")
     store = S3Store("b", _settings(), client=client)
+    items = [("kv/a.bin", '"1"'), ("kv/b.bin", '"2"'), ("kv/c.bin", '"3"'), ("kv/d.bin", None)]
+    sent = {"Bucket": "b", "Delete": {"Objects": [
+        {"Key": "kv/a.bin", "ETag": '"1"'}, {"Key": "kv/b.bin", "ETag": '"2"'},
+        {"Key": "kv/c.bin", "ETag": '"3"'}, {"Key": "kv/d.bin"}], "Quiet": False}}
     with Stubber(client) as stub:
         stub.add_response(
             "delete_objects",
-            {"Errors": [{"Key": "kv/b.bin", "Code": "NoSuchKey", "Message": "gone"},
+            {"Deleted": [{"Key": "kv/a.bin"}],
+             "Errors": [{"Key": "kv/b.bin", "Code": "NoSuchKey", "Message": "gone"},
                         {"Key": "kv/c.bin", "Code": "PreconditionFailed", "Message": "etag"},
                         {"Key": "kv/d.bin", "Code": "AccessDenied", "Message": "no"}]},
-            {"Bucket": "b", "Delete": {"Objects": [
-                {"Key": "kv/a.bin", "ETag": '"1"'}, {"Key": "kv/b.bin", "ETag": '"2"'},
-                {"Key": "kv/c.bin", "ETag": '"3"'}, {"Key": "kv/d.bin"}], "Quiet": True}},
+            sent,
         )
-        failed, gone = store.delete_if_unchanged(
-            [("kv/a.bin", '"1"'), ("kv/b.bin", '"2"'), ("kv/c.bin", '"3"'), ("kv/d.bin", None)]
-        )
-    assert gone == {"kv/b.bin", "kv/c.bin"}
-    assert failed == {"kv/d.bin": "AccessDenied: no"}
+        stub.add_response("delete_objects", {}, sent)  # a 200 that confirms nothing
+        failed, gone = store.delete_if_unchanged(items)
+        assert gone == {"kv/b.bin", "kv/c.bin"}
+        assert failed == {"kv/d.bin": "AccessDenied: no"}
+        failed, gone = store.delete_if_unchanged(items)
+        assert gone == set() and set(failed) == {k for k, _ in items}
+        assert "did not name this key as deleted" in failed["kv/a.bin"]
 
 
 def _settings() -> Any:
