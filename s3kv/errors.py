@@ -28,6 +28,7 @@ can catch either the s3kv class or the matching built-in::
     ├── TransferError                          a batch finished with failed blocks
     │   └── TransferCancelledError
     ├── NothingMatchedError (LookupError)      a location, namespace or rank matched nothing
+    ├── LeaseHeldError                         another gc runs on the same location
     └── ClosedError (RuntimeError)             an Uploader/Downloader used after close()
 
 Store errors are translated from botocore/OS errors in one place (``s3kv.stores.errors``).
@@ -133,6 +134,10 @@ class NothingMatchedError(S3KVError, LookupError):
     def __init__(self, message: str, *, suggestions: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.suggestions = suggestions
+
+
+class LeaseHeldError(S3KVError):
+    """Another ``gc`` holds the location's lease (one gc at a time per location)."""
 
 
 class ClosedError(S3KVError, RuntimeError):

@@ -1,20 +1,33 @@
-"""Collecting garbage: blocks by age, or oldest first until under a byte budget.
+"""Collecting garbage: blocks by time since last use, or least recently used first.
 
-Only parsed block keys are ever deleted (stray keys are left alone), in batches of up to
-1,000 keys per request, as the listing streams by: memory stays flat.
+A block's ``Last-Modified`` is its last use where the writers renew what they use
+(s3kv's vLLM tier does, :mod:`s3kv.renewal`), else its write time. Only parsed block keys
+are ever deleted (stray keys are left alone), in batches of up to 1,000 keys per
+request, as the listing streams by: memory stays flat.
 
 ``max_bytes`` needs the ages of all blocks before the first delete, so it lists twice:
-the first pass builds a histogram of bytes per minute of ``LastModified`` (small
-whatever the block count), which gives the cutoff minute; the second deletes blocks older
-than the cutoff, and as many of the cutoff minute's as the budget needs. Oldest first is
-thus exact to the minute.
+the first pass builds a histogram of bytes per minute of ``Last-Modified`` (small
+whatever the block count), which gives the cutoff minute; the second deletes the blocks
+of earlier minutes as they stream by and keeps those of the cutoff minute aside (memory:
+one minute's blocks), then deletes those least recently used first, exactly in the order
+of ``Last-Modified`` as listed (milliseconds on Ceph RGW and MinIO, whole seconds on AWS
+and moto; ties in key order). Within one second that order puts the later blocks of a
+chain first where the store can tell: s3kv's tier renews a chain tail first.
+
+Deletes carry the ETag the listing gave (:meth:`Store.delete_if_unchanged`): where the
+store checks it (AWS; a directory always knows), a block that vanished or changed since
+the listing is counted ``already_gone``, not freed. One gc deletes at a time per location
+(:mod:`s3kv.gc_lease`), so two runs never both claim one free.
 
 Manifests: never deleted by default. vLLM and s3kv write a namespace's manifest once,
-before its first block, and never again; deleting it while a writer still runs would
-leave that writer's new blocks orphaned. With ``delete_empty_manifests`` a manifest goes
-only when its namespace has no block left at all, in any rank, after this run: every
-block delete of the namespace must have been confirmed, so a failed delete keeps the
-manifest (else the surviving block would be an orphan that ``pull`` skips).
+before its first block; deleting it while a writer runs would orphan that writer's new
+blocks. With ``delete_empty_manifests`` a manifest goes only when its namespace has no
+block left at all, in any rank, after this run: every block delete of the namespace must
+have been confirmed (a failed delete keeps it), a fresh listing of the namespace just
+before the delete must find no block (a writer that started during the run), the delete
+carries the manifest's ETag, and a listing just after it must still find none, else the
+manifest is written back (create-only) at once and counted ``manifests_restored``.
+Writers that run long re-check their manifest too (:meth:`s3kv.Uploader.ensure_manifest`).
 ``blocks_deleted`` and ``bytes_freed`` count confirmed deletes only; failures are listed.
 Incomplete multipart uploads older than ``uploads_older_than`` seconds are aborted.
 
@@ -37,6 +50,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from s3kv.errors import InvalidInputError, S3KVError
+from s3kv.gc_lease import GCLease
+from s3kv.gc_manifests import EmptyManifests
 from s3kv.listing import STALE_TEMP_SECONDS, Entry, list_root, walk
 from s3kv.location import Location, parse_location
 from s3kv.progress import Meter, ProgressCallback
@@ -69,6 +84,11 @@ class GCReport:
     temp_files_deleted: int = 0
     nested: tuple[NestedCache, ...] = ()
     """Caches nested below the location: not part of it, never touched."""
+    already_gone: int = 0
+    """Blocks the store said were no longer there (or no longer the object listed) when
+    deleted: removed by someone else since the listing, so not freed by this run."""
+    manifests_restored: int = 0
+    """Manifests written back because a writer stored a block while gc deleted them."""
 
     @property
     def ok(self) -> bool:
@@ -106,20 +126,33 @@ def gc(
     settings = settings if settings is not None else S3Settings.resolve()
     now = now or datetime.now(timezone.utc)
     store = open_store(loc, settings)
+    lease = None if dry_run else GCLease(store, loc, settings)
     try:
-        job = _GC(loc, store, settings, now, dry_run)
+        if lease is not None:
+            lease.acquire()
+        job = _GC(loc, store, settings, now, dry_run, lease)
         job.allow_empty, job.meter = allow_empty, Meter(on_progress, dry_run=dry_run)
         try:
             return job.run(older_than, max_bytes, uploads_older_than, delete_empty_manifests)
         finally:
             job.meter.finish()  # a last event, Ctrl-C too: what an interrupt reports
     finally:
-        store.close()
+        try:
+            if lease is not None:
+                lease.release()
+        finally:
+            store.close()
 
 
 class _GC:
     def __init__(
-        self, loc: Location, store: Store, settings: S3Settings, now: datetime, dry_run: bool
+        self,
+        loc: Location,
+        store: Store,
+        settings: S3Settings,
+        now: datetime,
+        dry_run: bool,
+        lease: GCLease | None = None,
     ) -> None:
         self.loc, self.store, self.settings, self.now, self.dry_run = (
             loc,
@@ -128,11 +161,12 @@ class _GC:
             now,
             dry_run,
         )
-        # (key, the namespace folder of a block or "" for a manifest, size)
-        self.pending: list[tuple[str, str, int]] = []
+        self.lease = lease
+        # (key, the namespace folder of a block or "" for a temp file, size, ETag listed)
+        self.pending: list[tuple[str, str, int, str | None]] = []
         self.failures: dict[str, str] = {}
         self.requests = 0
-        self.deleted = self.freed = 0
+        self.deleted = self.freed = self.gone = 0
         self.undeleted: Counter[str] = Counter()
         """Blocks per namespace folder whose delete failed: they are still there."""
         self.collect_temps = False  # only in the deleting pass
@@ -144,7 +178,7 @@ class _GC:
     def blocks(self) -> Iterator[tuple[Entry, float]]:
         """(entry, age in seconds) of every block; counts stray keys and manifests."""
         self.stray = 0
-        self.manifests: dict[str, str] = {}
+        self.manifests: dict[str, Entry] = {}
         self.census = Census(self.loc)  # each pass counts afresh
         for entry in walk(self.store, self.loc):
             self.census.add(entry)
@@ -155,11 +189,11 @@ class _GC:
                 when = entry.info.last_modified or self.now
                 if self.collect_temps and (self.now - when).total_seconds() > STALE_TEMP_SECONDS:
                     self.temps += 1
-                    self._delete(entry.info.key, "", entry.info.size)
+                    self._delete(entry, "")
             elif parsed is None:
                 self.stray += 1
             elif parsed.kind == "manifest":
-                self.manifests[parsed.folder] = entry.info.key
+                self.manifests[parsed.folder] = entry
             else:
                 when = entry.info.last_modified or self.now
                 self.meter.add(1, entry.info.size)
@@ -181,42 +215,52 @@ class _GC:
             self.meter.start("deleting")
         kept = kept_bytes = 0
         left: Counter[str] = Counter()
+        in_cutoff_minute: list[Entry] = []
         self.collect_temps = True
         for entry, age in self.blocks():
             assert entry.parsed is not None
-            minute = self._minute(entry)
-            size = entry.info.size
             doomed = older_than is not None and age > older_than
             if not doomed and cutoff_minute is not None:
-                doomed = minute < cutoff_minute
+                minute = self._minute(entry)
                 if minute == cutoff_minute and cutoff_quota > 0:
-                    doomed, cutoff_quota = True, cutoff_quota - size
+                    in_cutoff_minute.append(entry)  # ordered below, once all are known
+                    continue
+                doomed = minute < cutoff_minute
             if doomed:
-                self._delete(entry.info.key, entry.parsed.folder, size)
+                self._delete(entry, entry.parsed.folder)
             else:
-                kept, kept_bytes = kept + 1, kept_bytes + size
+                kept, kept_bytes = kept + 1, kept_bytes + entry.info.size
+                left[entry.parsed.folder] += 1
+        # Least recently used first, to the precision the store lists (see the module).
+        in_cutoff_minute.sort(key=lambda e: (e.info.last_modified or self.now, e.info.key))
+        for entry in in_cutoff_minute:
+            assert entry.parsed is not None
+            if cutoff_quota > 0:
+                cutoff_quota -= entry.info.size
+                self._delete(entry, entry.parsed.folder)
+            else:
+                kept, kept_bytes = kept + 1, kept_bytes + entry.info.size
                 left[entry.parsed.folder] += 1
         self._flush()
         self.census.check(self.store, allow_empty=self.allow_empty)
         self.meter.finish()
-        manifests_deleted = 0
+        manifests = EmptyManifests(self.store, self.settings, self.loc, dry_run=self.dry_run)
         if delete_empty_manifests:
             empty = [
-                key
-                for folder, key in sorted(self.manifests.items())
+                entry
+                for folder, entry in sorted(self.manifests.items())
                 if not left[folder] and not self.undeleted[folder]
             ]
-            for key in empty:
-                self._delete(key, "", 0)
-            self._flush()
-            manifests_deleted = len([k for k in empty if k not in self.failures])
+            manifests.delete(empty)
+            self.failures.update(manifests.failures)
+            self.requests += manifests.requests
         return GCReport(
             location=self.loc.url,
             blocks_deleted=self.deleted,
             bytes_freed=self.freed,
             blocks_kept=kept,
             bytes_kept=kept_bytes,
-            manifests_deleted=manifests_deleted,
+            manifests_deleted=manifests.deleted,
             uploads_aborted=self._abort_uploads(uploads_older_than),
             failures=self.failures,
             dry_run=self.dry_run,
@@ -225,6 +269,8 @@ class _GC:
             delete_requests=self.requests,
             temp_files_deleted=self.temps,
             nested=self.census.nested_caches(),
+            already_gone=self.gone,
+            manifests_restored=manifests.restored,
         )
 
     def _minute(self, entry: Entry) -> int:
@@ -248,8 +294,8 @@ class _GC:
             excess -= per_minute[minute]
         return None, 0
 
-    def _delete(self, key: str, folder: str, size: int) -> None:
-        self.pending.append((key, folder, size))
+    def _delete(self, entry: Entry, folder: str) -> None:
+        self.pending.append((entry.info.key, folder, entry.info.size, entry.info.etag))
         if len(self.pending) >= DELETE_BATCH:
             self._flush()
 
@@ -258,18 +304,26 @@ class _GC:
         if not batch:
             return
         failed: dict[str, str] = {}
+        gone: set[str] = set()
         if not self.dry_run:
-            keys = [key for key, _, _ in batch]
+            if self.lease is not None:
+                self.lease.refresh()
+            items = [(key, etag) for key, _, _, etag in batch]
             self.requests += 1
             try:
-                failed = with_retries(lambda: self.store.delete_many(keys), self.settings)
+                failed, gone = with_retries(
+                    lambda: self.store.delete_if_unchanged(items), self.settings
+                )
             except S3KVError as exc:
-                failed = {key: str(exc) for key in keys}
+                failed = {key: str(exc) for key, _ in items}
             self.failures.update(failed)
-        for key, folder, size in batch:
+        for key, folder, size, _ in batch:
             if key in failed:
                 if folder:
                     self.undeleted[folder] += 1
+            elif key in gone:
+                if folder:
+                    self.gone += 1
             elif folder:
                 self.deleted, self.freed = self.deleted + 1, self.freed + size
                 self.meter.add(0, 0, size)

@@ -6,13 +6,19 @@ named from their folder. Caches nested under deeper prefixes are not part of the
 
 ``ls`` reads no block, so it cannot tell which blocks carry a recorded checksum: it does
 not count ``unverified`` ones (``s3kv verify --deep`` does).
+
+``bytes_by_last_use`` splits a namespace's bytes by time since last use (a block's
+``Last-Modified``, which s3kv's vLLM tier renews when it uses a block older than its
+``renew_after``, so "last use" is exact to within that): used within the hour, within
+the day, within the week, and before. What a lifecycle rule or ``gc --older-than`` would
+take is the last bucket(s); what is hot is the first.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Literal
 
 from s3kv.listing import MAX_EXAMPLES, read_manifest, walk
@@ -24,6 +30,19 @@ from s3kv.settings import S3Settings
 from s3kv.stores import open_store
 
 ManifestState = Literal["present", "missing", "invalid"]
+
+LAST_USE_BUCKETS: tuple[tuple[str, float], ...] = (
+    ("within_1h", 3600.0),
+    ("1h_to_1d", 86400.0),
+    ("1d_to_7d", 7 * 86400.0),
+    ("over_7d", float("inf")),
+)
+"""Buckets of :attr:`NamespaceSummary.bytes_by_last_use`: name and upper bound (seconds)."""
+
+
+def last_use_bucket(age_seconds: float) -> str:
+    """The :data:`LAST_USE_BUCKETS` name for a block last used ``age_seconds`` ago."""
+    return next(name for name, limit in LAST_USE_BUCKETS if age_seconds < limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +69,8 @@ class NamespaceSummary:
     manifest_problem: str = ""
     styles: tuple[str, ...] = ()
     """Key styles seen: ``s3kv`` (vLLM's filesystem and object-store tiers store one layout)."""
+    bytes_by_last_use: dict[str, int] = field(default_factory=dict)
+    """Bytes by time since last use, keyed by :data:`LAST_USE_BUCKETS` (every key present)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +101,9 @@ class _Tally:
     oldest: datetime | None = None
     newest: datetime | None = None
     manifest: bool = False
+    by_last_use: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys((n for n, _ in LAST_USE_BUCKETS), 0)
+    )
 
 
 def inventory(
@@ -88,14 +112,17 @@ def inventory(
     settings: S3Settings | None = None,
     allow_empty: bool = False,
     on_progress: ProgressCallback | None = None,
+    now: datetime | None = None,
 ) -> Inventory:
     """List the namespaces at ``location`` (one listing, then one GET per manifest).
 
     Raises :class:`s3kv.NothingMatchedError` when the location holds no namespace
     (unless ``allow_empty`` and nothing at all is there), naming what was meant.
+    ``now`` is when time since last use is counted from (default: now).
     """
     loc = location if isinstance(location, Location) else parse_location(location)
     settings = settings if settings is not None else S3Settings.resolve()
+    now = now or datetime.now(timezone.utc)
     started = time.perf_counter()
     store = open_store(loc, settings)
     census = Census(loc)
@@ -125,6 +152,8 @@ def inventory(
             tally.bytes += entry.info.size
             meter.add(1, entry.info.size)
             when = entry.info.last_modified
+            age = float("inf") if when is None else (now - when).total_seconds()
+            tally.by_last_use[last_use_bucket(max(age, 0.0))] += entry.info.size
             if when is not None:
                 tally.oldest = when if tally.oldest is None else min(tally.oldest, when)
                 tally.newest = when if tally.newest is None else max(tally.newest, when)
@@ -155,6 +184,7 @@ def inventory(
                     ),
                     manifest_problem=manifest.problem if manifest is not None else "",
                     styles=tuple(sorted(tally.styles)),
+                    bytes_by_last_use=dict(tally.by_last_use),
                 )
             )
     finally:

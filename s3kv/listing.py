@@ -29,6 +29,10 @@ from s3kv.stores.local import temp_target
 
 MAX_EXAMPLES = 100
 """Stray keys (and similar) shown by name in a report; the rest are only counted."""
+GC_LEASE_NAME = ".s3kv-gc-lease"
+"""The lease a running gc holds directly under a location's prefix (s3kv.gc_lease):
+not data, never a stray key, skipped by every listing (at any depth: a listing of the
+bucket sees the leases of gc runs on its prefixes)."""
 STALE_TEMP_SECONDS = 15 * 60
 """A temp file of a write (``<block>.bin_<token>.tmp``) older than this belongs to a
 write that died between write and rename: no write of one block takes this long."""
@@ -68,6 +72,8 @@ def walk(store: Store, location: Location) -> Iterator[Entry]:
     from here would act on another location.
     """
     for info in store.list(list_root(location)):
+        if info.key.rpartition("/")[2] == GC_LEASE_NAME:
+            continue
         try:
             parsed = parse_key(info.key)
         except NotAnS3KVKeyError as exc:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from s3kv import integrity
-from s3kv.errors import NamespaceConflictError
+from s3kv.errors import NamespaceConflictError, S3KVError
 from s3kv.jobs import BlockResult, TransferJob
 from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
@@ -23,6 +25,12 @@ from s3kv.transfer import (
 )
 
 MANIFEST_OPTIONS = PutOptions(create_only=True)
+MANIFEST_RECHECK_SECONDS = 30.0
+"""How often a long-lived Uploader (the vLLM tier's) checks that its manifest is still
+there before it stores more blocks: ``gc --delete-empty-manifests`` may have removed it
+while the namespace was empty. One HEAD per interval, only when blocks are stored."""
+
+logger = logging.getLogger("s3kv")
 
 
 class Uploader(Transfer):
@@ -37,15 +45,19 @@ class Uploader(Transfer):
     """
 
     _manifest_ready = False
+    _manifest_seen_at = 0.0
+    manifest_recheck_seconds = MANIFEST_RECHECK_SECONDS
 
     def ensure_manifest(self) -> bool:
         """Create the namespace's ``config.json`` if absent; True if this call created it.
 
         An existing manifest must hold the same fields, else :class:`NamespaceConflictError`
-        shows both; an unreadable one raises :class:`ManifestError`.
+        shows both; an unreadable one raises :class:`ManifestError`. Once found, it is
+        looked for again (a HEAD) at most every ``manifest_recheck_seconds``, and written
+        again if it vanished (``gc --delete-empty-manifests`` of a namespace that was empty).
         """
         self._check_open()
-        if self._manifest_ready:
+        if self._manifest_ready and not self._manifest_vanished():
             return False
         # Read first: a cluster holding only a reader policy can then start on a cache a
         # writer already described; the create-only PUT settles races between writers.
@@ -66,7 +78,25 @@ class Uploader(Transfer):
                 "check who wrote this manifest, or use another prefix."
             )
         self._manifest_ready = True
+        self._manifest_seen_at = time.monotonic()
         return created
+
+    def _manifest_vanished(self) -> bool:
+        """Whether a re-check (due every ``manifest_recheck_seconds``) finds it gone."""
+        if time.monotonic() - self._manifest_seen_at < self.manifest_recheck_seconds:
+            return False
+        key = self.keys.config_key()
+        try:
+            found = with_retries(lambda: self.store.head(key), self.settings) is not None
+        except S3KVError as exc:  # blocks can still be stored; try again next time
+            logger.debug("s3kv: re-check of %s failed: %s", self.url_for(key), exc)
+            return False
+        if found:
+            self._manifest_seen_at = time.monotonic()
+            return False
+        logger.info("s3kv: %s vanished (collected by gc?); writing it again", self.url_for(key))
+        self._manifest_ready = False
+        return True
 
     def put_blocks(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> TransferReport:
         """Store blocks and wait; returns what was stored, already present and failed."""

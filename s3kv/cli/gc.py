@@ -1,4 +1,4 @@
-"""``s3kv gc``: delete blocks by age or down to a byte budget."""
+"""``s3kv gc``: delete blocks by time since last use, or least recently used first."""
 
 from __future__ import annotations
 
@@ -16,19 +16,22 @@ from s3kv.gc import DEFAULT_UPLOADS_OLDER_THAN, GCReport, gc
 
 EXAMPLES = """\
 examples:
-  # delete blocks not written for a week; see first what would go
+  # delete blocks not used for a week; see first what would go
   s3kv gc s3://my-bucket/kv --older-than 7d --dry-run
   s3kv gc s3://my-bucket/kv --older-than 7d
 
-  # keep the bill under 500 GiB: oldest blocks first
+  # keep the bill under 500 GiB: least recently used blocks first
   s3kv gc s3://my-bucket/kv --max-bytes 500GiB
 
   # also drop manifests of namespaces left with no block at all
   s3kv gc /mnt/kv --older-than 30d --delete-empty-manifests
 
-Manifests are never deleted while any block of their namespace remains, and by default
-not at all (a writer still running would orphan its new blocks). Incomplete multipart
-uploads older than --abort-uploads-older-than (default 1d) are aborted.
+Age is time since Last-Modified, which s3kv's vLLM tier renews when it uses a block (see
+renew_after in docs/vllm-tier.md): time since last use. One gc runs at a time per
+location (a second one stops, exit 1). Manifests are never deleted while any block of
+their namespace remains, and by default not at all (a writer still running would orphan
+its new blocks). Incomplete multipart uploads older than --abort-uploads-older-than
+(default 1d) are aborted.
 Durations: 30s, 30m, 12h, 7d, 2w. Sizes: 500GiB, 10G, 1.5TB, 4096.
 Caches nested below LOCATION are never touched; a LOCATION with no namespace directly
 under it fails with exit 7 before anything is deleted (--allow-empty accepts an empty one).
@@ -38,9 +41,9 @@ under it fails with exit 7 before anything is deleted (--allow-empty accepts an 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "gc",
-        help="delete blocks by age (--older-than) or oldest first (--max-bytes)",
-        description="Delete blocks older than a duration, or oldest first until the "
-        "blocks fit a byte budget, in batches of up to 1,000 keys per request.",
+        help="delete blocks unused for a while (--older-than) or LRU first (--max-bytes)",
+        description="Delete blocks not used for a duration, or least recently used first "
+        "until the blocks fit a byte budget, in batches of up to 1,000 keys per request.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -49,13 +52,13 @@ def register(sub: Any) -> None:
         "--older-than",
         type=flag_type(parse_duration),
         metavar="DURATION",
-        help="delete blocks last written longer ago, e.g. 7d",
+        help="delete blocks last used (or written) longer ago, e.g. 7d",
     )
     parser.add_argument(
         "--max-bytes",
         type=flag_type(parse_size),
         metavar="SIZE",
-        help="delete oldest blocks until the rest fit, e.g. 500GiB",
+        help="delete least recently used blocks until the rest fit, e.g. 500GiB",
     )
     parser.add_argument(
         "--abort-uploads-older-than",

@@ -143,6 +143,7 @@ def ls(inv: Inventory) -> dict[str, Any]:
                 "newest": timestamp(ns.newest),
                 "manifest": ns.manifest,
                 "problem": ns.manifest_problem,
+                "bytes_by_last_use": dict(ns.bytes_by_last_use),
             }
             for ns in inv.namespaces
         ],
@@ -184,6 +185,8 @@ def gc(r: GCReport) -> dict[str, Any]:
         **_would(dry, "uploads_aborted", "would_abort_uploads", r.uploads_aborted),
         "blocks_kept": r.blocks_kept,
         "bytes_kept": r.bytes_kept,
+        "already_gone": r.already_gone,
+        "manifests_restored": r.manifests_restored,
         "delete_requests": r.delete_requests,
         "failures": dict(r.failures),
         "stray_keys": r.stray_keys,

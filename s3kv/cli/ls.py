@@ -32,7 +32,8 @@ def register(sub: Any) -> None:
         help="list the namespaces (models, ranks, blocks, bytes) at a location",
         description="One row per namespace: folder (cut in the middle to fit 100 columns), "
         "dtype, parallel sizes (tp/pp/pcp/dcp), ranks present, blocks, size, and how long ago "
-        "the oldest..newest block was written. Namespaces without a manifest (vLLM's "
+        "the oldest..newest block was last written or used; a second table splits the bytes "
+        "by time since last use (<1h, 1h-1d, 1d-7d, >7d). Namespaces without a manifest (vLLM's "
         "object-store tier) are noted below the table. --json has every field in full "
         "(model, bytes, RFC 3339 timestamps, manifest status).",
         epilog=EXAMPLES,

@@ -2,16 +2,19 @@
 
 Sizes and ages are human (``8.0 MiB``, ``3d..2m``); a folder name too long for what the
 other columns leave is cut in the middle, keeping the model's start and the digest.
-What is unusual (no manifest, a bad one) goes in notes below the table, not a column.
-``--json`` carries every field unabridged.
+A second table splits each namespace's bytes by time since last use (what a lifecycle
+rule or ``gc --older-than`` would take sits on the right). What is unusual (no manifest,
+a bad one) goes in notes below the tables, not a column. ``--json`` carries every field
+unabridged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from s3kv.cli.units import elide_middle, format_age, format_bytes
-from s3kv.inventory import Inventory, NamespaceSummary
+from s3kv.inventory import LAST_USE_BUCKETS, Inventory, NamespaceSummary
 from s3kv.location import parse_location
 
 WIDTH = 100
@@ -19,6 +22,8 @@ GAP = "  "
 MIN_FOLDER = 20
 HEADER = ("FOLDER", "DTYPE", "TP/PP/PCP/DCP", "RANKS", "BLOCKS", "SIZE", "AGE")
 RIGHT = {"BLOCKS", "SIZE"}  # numbers line up on the right
+LAST_USE_HEADER = ("LAST USED", "<1h", "1h-1d", "1d-7d", ">7d")
+assert len(LAST_USE_HEADER) == len(LAST_USE_BUCKETS) + 1
 
 
 def ranks_text(ranks: tuple[int, ...]) -> str:
@@ -77,20 +82,44 @@ def notes(inv: Inventory) -> list[str]:
 
 
 def render(inv: Inventory, *, now: datetime | None = None, width: int = WIDTH) -> list[str]:
-    """The table's lines, then the notes; every table line fits ``width``."""
+    """The tables' lines, then the notes; every table line fits ``width``."""
     now = now or datetime.now(timezone.utc)
     under = parse_location(inv.location).prefix.rstrip("/")
     rows = [HEADER, *(row(ns, now, under) for ns in inv.namespaces)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-    room = width - sum(widths[1:]) - len(GAP) * (len(HEADER) - 1)
-    widths[0] = max(min(widths[0], room), MIN_FOLDER)
+    lines, folder_width = _table(rows, width, right=lambda i: HEADER[i] in RIGHT)
+    if inv.namespaces:
+        used = [LAST_USE_HEADER] + [
+            (
+                folder_text(ns, under),
+                *(format_bytes(ns.bytes_by_last_use.get(b, 0)) for b, _ in LAST_USE_BUCKETS),
+            )
+            for ns in inv.namespaces
+        ]
+        more, _ = _table(used, width, right=lambda i: i > 0, folder_width=folder_width)
+        lines += ["", *more]
+    return lines + notes(inv)
+
+
+def _table(
+    rows: list[tuple[str, ...]],
+    width: int,
+    *,
+    right: Callable[[int], bool],
+    folder_width: int | None = None,
+) -> tuple[list[str], int]:
+    """Rows as aligned columns, and the first column's width: the folder, cut in the
+    middle to fit ``width`` (or to ``folder_width``, to match another table)."""
+    columns = len(rows[0])
+    widths = [max(len(r[i]) for r in rows) for i in range(columns)]
+    room = width - sum(widths[1:]) - len(GAP) * (columns - 1)
+    widths[0] = max(min(widths[0], room, folder_width or room), MIN_FOLDER)
     lines = []
     for r in rows:
         cells = [elide_middle(r[0], widths[0]), *r[1:]]
         lines.append(
             GAP.join(
-                c.rjust(w) if h in RIGHT else c.ljust(w)
-                for c, w, h in zip(cells, widths, HEADER, strict=True)
+                c.rjust(w) if right(i) else c.ljust(w)
+                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
             ).rstrip()
         )
-    return lines + notes(inv)
+    return lines, widths[0]

@@ -128,6 +128,37 @@ class Store(abc.ABC):
         """Server-side copy when both stores share an endpoint; False if not possible."""
         return False
 
+    def renew(
+        self,
+        key: str,
+        *,
+        etag: str | None,
+        checksum: Checksum | None,
+        tags: Mapping[str, str],
+    ) -> datetime | None:
+        """Make the object's Last-Modified now, its bytes, metadata and tags unchanged.
+
+        On S3 a server-side copy of the object onto itself (no bytes through the client),
+        sent only while its ETag is still ``etag``: the metadata written back
+        (``checksum``, s3kv's recorded checksum) then belongs to the bytes it describes.
+        ``tags`` are the object's tags, for stores that drop them on such a copy. Returns
+        the new Last-Modified, or None when the object is gone or no longer the one seen
+        (then nothing was changed). A store that cannot renew raises ``NotImplementedError``.
+        """
+        raise NotImplementedError(f"{self.name} cannot renew objects")
+
+    def delete_if_unchanged(
+        self, items: Sequence[tuple[str, str | None]]
+    ) -> tuple[dict[str, str], set[str]]:
+        """Delete ``(key, etag)`` pairs, each only while its ETag is still ``etag``.
+
+        Returns ``(failed, gone)``: ``{key: reason}`` of deletes that failed, and the keys
+        the store says were no longer there (or no longer the object seen), which this
+        call therefore did not free. Stores that do not check delete conditions delete
+        unconditionally and report nothing gone (the default here).
+        """
+        return self.delete_many([key for key, _ in items]), set()
+
     def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUpload]:
         """Incomplete multipart uploads under ``prefix`` (none for a directory)."""
         return iter(())

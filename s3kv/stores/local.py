@@ -13,12 +13,12 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
 from s3kv.errors import InvalidKeyError, SizeMismatchError, StoreError
-from s3kv.integrity import Buffer
+from s3kv.integrity import Buffer, Checksum
 from s3kv.stores.base import ObjectInfo, PutOptions, Store
 from s3kv.stores.errors import from_os_error
 
@@ -201,6 +201,40 @@ class LocalStore(Store):
             except OSError as exc:
                 failed[key] = exc.strerror or str(exc)
         return failed
+
+    def renew(
+        self,
+        key: str,
+        *,
+        etag: str | None,
+        checksum: Checksum | None,
+        tags: Mapping[str, str],
+    ) -> datetime | None:
+        """A file's Last-Modified is its mtime: set it to now (the bytes are not touched)."""
+        path = self.path_for(key)
+        try:
+            os.utime(path, follow_symlinks=False)
+            mtime = os.stat(path, follow_symlinks=False).st_mtime
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise from_os_error(exc, "touch", str(path)) from exc
+        return datetime.fromtimestamp(mtime, timezone.utc)
+
+    def delete_if_unchanged(
+        self, items: Sequence[tuple[str, str | None]]
+    ) -> tuple[dict[str, str], set[str]]:
+        """Files carry no ETag; ``unlink`` itself says whether the file was still there."""
+        failed: dict[str, str] = {}
+        gone: set[str] = set()
+        for key, _ in items:
+            try:
+                os.unlink(self.path_for(key))
+            except FileNotFoundError:
+                gone.add(key)
+            except OSError as exc:
+                failed[key] = exc.strerror or str(exc)
+        return failed, gone
 
 
 def temp_target(key: str) -> str | None:

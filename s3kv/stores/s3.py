@@ -9,7 +9,8 @@ middle of a body that botocore cannot retry.
 from __future__ import annotations
 
 import http.client
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
@@ -292,6 +293,80 @@ class S3Store(Store):
             )
         return True
 
+    _copy_keeps_tags: bool | None = None
+    """Whether a copy onto itself keeps the object's tags (Ceph RGW 16 drops them):
+    learnt at the first renewal, then trusted."""
+
+    def renew(
+        self,
+        key: str,
+        *,
+        etag: str | None,
+        checksum: Checksum | None,
+        tags: Mapping[str, str],
+    ) -> datetime | None:
+        if etag is None:  # without it the metadata written back could describe other bytes
+            return None
+        where = self._where(key)
+        if self.settings.endpoint_url is not None:
+            _mirror_copy_condition(self.client)
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "CopySource": {"Bucket": self.bucket, "Key": key},
+            "CopySourceIfMatch": etag,
+            # S3 copies an object onto itself only when something changes; REPLACE with
+            # the same metadata is that change, and the tags are copied (TaggingDirective).
+            "MetadataDirective": "REPLACE",
+            "Metadata": {METADATA_KEY: checksum.header()} if checksum is not None else {},
+            "TaggingDirective": "COPY",
+        }
+        with translated("COPY", where):
+            try:
+                resp = self.client.copy_object(**params)
+            except ClientError as exc:
+                if error_code(exc) in _GONE_OR_CHANGED:
+                    return None
+                raise
+        when: datetime | None = resp.get("CopyObjectResult", {}).get("LastModified")
+        wanted = dict(tags) if self.settings.tag_blocks else {}
+        if wanted and self._copy_keeps_tags is None:
+            with translated("GET-TAGGING", where):
+                got = self.client.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
+            self._copy_keeps_tags = {t["Key"]: t["Value"] for t in got} == wanted
+        if wanted and self._copy_keeps_tags is False:
+            with translated("PUT-TAGGING", where):
+                self.client.put_object_tagging(
+                    Bucket=self.bucket,
+                    Key=key,
+                    Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in wanted.items()]},
+                )
+        return when or datetime.now(timezone.utc)
+
+    def delete_if_unchanged(
+        self, items: Sequence[tuple[str, str | None]]
+    ) -> tuple[dict[str, str], set[str]]:
+        failed: dict[str, str] = {}
+        gone: set[str] = set()
+        for i in range(0, len(items), DELETE_BATCH):
+            batch = items[i : i + DELETE_BATCH]
+            objects = [{"Key": k, **({"ETag": e} if e else {})} for k, e in batch]
+            with translated("DELETE", self._where(batch[0][0] if batch else "")):
+                # Not quiet: a delete counts only when the answer names its key as deleted.
+                resp = self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": objects, "Quiet": False}
+                )
+            confirmed = {d.get("Key") for d in resp.get("Deleted", ())}
+            for err in resp.get("Errors", ()):
+                if err.get("Code") in _GONE_OR_CHANGED:
+                    gone.add(err["Key"])
+                else:
+                    failed[err["Key"]] = f"{err.get('Code')}: {err.get('Message')}"
+            for key, _ in batch:
+                if key not in confirmed and key not in gone and key not in failed:
+                    failed[key] = "the store's answer did not name this key as deleted"
+        return failed, gone
+
     def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUpload]:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         while True:
@@ -312,6 +387,27 @@ class S3Store(Store):
 
     def close(self) -> None:
         self.client.close()
+
+
+_GONE_OR_CHANGED = frozenset({"NoSuchKey", "404", "NotFound", "PreconditionFailed", "412"})
+
+
+def _mirror_copy_condition(client: Any) -> None:
+    """Also send a copy's source condition under the name Ceph RGW reads.
+
+    RGW (16 to at least 18) reads ``x-amz-copy-if-match``, not AWS's
+    ``x-amz-copy-source-if-match``, and ignores the latter: without this a renewal on RGW
+    would copy whatever object is there. Only for custom endpoints; registered once.
+    """
+    client.meta.events.register(
+        "before-sign.s3.CopyObject", _copy_if_match_for_rgw, unique_id="s3kv-rgw-copy-if-match"
+    )
+
+
+def _copy_if_match_for_rgw(request: Any, **_: Any) -> None:
+    etag = request.headers.get("x-amz-copy-source-if-match")
+    if etag is not None:
+        request.headers["x-amz-copy-if-match"] = etag
 
 
 def _info(key: str, resp: dict[str, Any]) -> ObjectInfo:

@@ -23,6 +23,8 @@ import io
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -364,6 +366,7 @@ class _Answer:
         self.wrong_size = False
         self.checksum: Checksum | None = None
         self.etag: str | None = None
+        self.last_modified: datetime | None = None
 
     def read(self, status_code: int, headers: list[tuple[str, str]]) -> None:
         if status_code >= 300:
@@ -378,9 +381,20 @@ class _Answer:
                 self.checksum = Checksum.parse(value)
             elif lower == "etag":
                 self.etag = value
+            elif lower == "last-modified":  # what renewal compares against (s3kv.renewal)
+                try:
+                    self.last_modified = parsedate_to_datetime(value)
+                except (TypeError, ValueError):
+                    pass
 
     def info(self) -> ObjectInfo:
-        return ObjectInfo(key=self.key, size=self.size, checksum=self.checksum, etag=self.etag)
+        return ObjectInfo(
+            key=self.key,
+            size=self.size,
+            last_modified=self.last_modified,
+            checksum=self.checksum,
+            etag=self.etag,
+        )
 
     def check(self, expected: int, where: str) -> ObjectInfo:
         """The object's info once a GET into an ``expected``-byte buffer finished."""

@@ -2,7 +2,8 @@
 
 vLLM's scheduler (``_maximal_prefix_lookup`` in ``offloading/scheduler.py``) keeps
 calling ``lookup`` past RETRY answers, so a new prompt's whole chain reaches
-``batch_lookup`` at once, one call per request, in chain order. Presence along a chain
+``batch_lookup`` at once, one call per request, in chain order. A chain's HITs are handed
+to ``on_hits`` (the tier's renewal of used blocks). Presence along a chain
 is a prefix, so :func:`s3kv.lookup.prefix_length` finds its end in at most 3 round trips
 (2,048 keys: at most 38 HEADs) and the other keys are answered without a request: those
 before the boundary present, those past it absent. The scheduler stops at the first
@@ -17,7 +18,7 @@ so the next request's search stops there instead of claiming it again.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from vllm.v1.kv_offload.base import OffloadKey, ReqContext, get_offload_group_idx
 from vllm.v1.kv_offload.tiering.async_lookup import AsyncLookupManager
@@ -52,10 +53,16 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
     """Round trips of concurrent HEADs, over all searches."""
 
     def __init__(
-        self, downloader: Downloader, tier_type: str, *, windowed_groups: Collection[int] = ()
+        self,
+        downloader: Downloader,
+        tier_type: str,
+        *,
+        windowed_groups: Collection[int] = (),
+        on_hits: Callable[[Sequence[OffloadKey]], None] | None = None,
     ) -> None:
         self._downloader = downloader
         self._windowed_groups = frozenset(windowed_groups)
+        self._on_hits = on_hits
         self.heads_sent = self.cache_answers = self.inferred_answers = 0
         self.searches = self.rounds = 0
         super().__init__(tier_type=tier_type)  # starts the lookup thread: set state first
@@ -63,7 +70,7 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
     def batch_lookup(self, keys: list[OffloadKey], req_context: ReqContext) -> Iterable[bool]:
         # An exception here makes vLLM log it and answer MISS for the whole batch.
         answers: list[bool] = [False] * len(keys)
-        for group, chain in _chains(keys, req_context).items():
+        for group, chain in chains(keys, req_context).items():
             chain_keys = [keys[i] for i in chain]
             if group in self._windowed_groups:
                 found = self._probe_each(chain_keys)
@@ -71,6 +78,8 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
                 found = self._search(chain_keys)
             for i, present in zip(chain, found):
                 answers[i] = present
+            if self._on_hits is not None:  # last use reaches S3 (renewal; never blocks)
+                self._on_hits([k for k, present in zip(chain_keys, found) if present])
         return answers
 
     def mark_miss(self, keys: Collection[OffloadKey]) -> None:
@@ -122,7 +131,7 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
         return [i < boundary if a is None else a for i, a in enumerate(known)]
 
 
-def _chains(keys: Sequence[OffloadKey], req_context: ReqContext) -> dict[int, list[int]]:
+def chains(keys: Sequence[OffloadKey], req_context: ReqContext) -> dict[int, list[int]]:
     """Indices of ``keys`` per KV-cache group, each in chain order.
 
     The scheduler records each key's end-token position in the request's context; a

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
@@ -39,7 +40,7 @@ from s3kv.errors import (
     SizeMismatchError,
     TransientStoreError,
 )
-from s3kv.integrity import Buffer
+from s3kv.integrity import Buffer, Checksum
 from s3kv.report import TransferReport
 from s3kv.stores.base import ObjectInfo, PutOptions, Store
 from s3kv.vllm._stores import ForwardingStore
@@ -61,6 +62,10 @@ LOOKUP_HEADS = PREFIX + "lookup_heads"
 LOOKUP_CACHE_ANSWERS = PREFIX + "lookup_cache_answers"
 SKIPPED_STORE_BLOCKS = PREFIX + "read_only_skipped_blocks"
 TRANSFER_SECONDS = PREFIX + "transfer_seconds"
+RENEWALS = PREFIX + "renewals"
+REMOVED_BLOCKS = PREFIX + "removed_blocks"
+RENEWAL_OUTCOMES = ("renewed", "changed", "gone", "failed", "dropped")
+""":class:`s3kv.renewal.Renewer` counters, each an ``outcome`` of :data:`RENEWALS`."""
 
 TRANSFER_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -74,8 +79,8 @@ def metric_definitions() -> dict[str, OffloadingMetricMetadata]:
     return {
         REQUESTS: OffloadingCounterMetadata(
             documentation="S3 requests sent by the s3kv tier, by operation (get, put, "
-            "head) and outcome (ok, created, exists, not_found, size_mismatch, transient, "
-            "denied, error).",
+            "head, copy) and outcome (ok, created, exists, not_found, size_mismatch, "
+            "transient, denied, error). A copy is a renewal (see renewals).",
             labelnames=(*tier, "operation", "outcome"),
         ),
         RETRIES: OffloadingCounterMetadata(
@@ -107,6 +112,19 @@ def metric_definitions() -> dict[str, OffloadingMetricMetadata]:
         ),
         SKIPPED_STORE_BLOCKS: OffloadingCounterMetadata(
             documentation="Blocks a read-only s3kv tier declined to store.",
+            labelnames=tier,
+        ),
+        RENEWALS: OffloadingCounterMetadata(
+            documentation="Used blocks the s3kv tier renewed (a copy onto itself, so the "
+            "bucket's lifecycle and gc count from the last use), by outcome: renewed; "
+            "changed (not the object seen: left alone); gone; failed; dropped (the "
+            "renewal queue was full).",
+            labelnames=(*tier, "outcome"),
+        ),
+        REMOVED_BLOCKS: OffloadingCounterMetadata(
+            documentation="Blocks the s3kv tier had seen present and then found gone "
+            "(expired or collected); each is announced as a KV event with removed=True "
+            "when KV events are on.",
             labelnames=tier,
         ),
         TRANSFER_SECONDS: OffloadingHistogramMetadata(
@@ -142,6 +160,7 @@ class TierMeter:
         self._counters: dict[tuple[str, tuple[str, ...]], float] = {}
         self._samples: dict[tuple[str, tuple[str, ...]], list[float]] = {}
         self._lookups_seen = (0, 0)
+        self._totals_seen: dict[tuple[str, tuple[str, ...]], float] = {}
 
     def count(self, name: str, *labels: str, by: float = 1) -> None:
         key = (name, (self.tier, *labels))
@@ -180,6 +199,18 @@ class TierMeter:
         if cache_answers > cached_before:
             self.count(LOOKUP_CACHE_ANSWERS, by=cache_answers - cached_before)
 
+    def on_totals(self, name: str, totals: dict[tuple[str, ...], float]) -> None:
+        """Running totals by labels (e.g. the renewer's); only the increase counts."""
+        increases = []
+        with self._lock:
+            for labels, total in totals.items():
+                before = self._totals_seen.get((name, labels), 0)
+                self._totals_seen[(name, labels)] = total
+                if total > before:
+                    increases.append((labels, total - before))
+        for labels, by in increases:
+            self.count(name, *labels, by=by)
+
     def take_stats(self) -> OffloadingConnectorStats | None:
         with self._lock:
             counters, self._counters = self._counters, {}
@@ -211,8 +242,9 @@ class MeteredStore(ForwardingStore):
     """The tier's store, counting each GET, PUT and HEAD by outcome, and retries.
 
     A retry is recognised as a request for an (operation, key) whose previous request
-    failed transiently: s3kv's retry loops re-send exactly that. Listing, deletes and
-    copies are not metered: the tier sends none.
+    failed transiently: s3kv's retry loops re-send exactly that. Renewals are metered as
+    ``copy`` (``not_found`` when the object was gone or not the one seen). Listings and
+    deletes are not metered: the tier sends none.
     """
 
     def __init__(self, inner: Store, meter: TierMeter) -> None:
@@ -280,6 +312,21 @@ class MeteredStore(ForwardingStore):
             key,
             lambda: self.inner.head(key),
             lambda info: "ok" if info is not None else "not_found",
+        )
+
+    def renew(
+        self,
+        key: str,
+        *,
+        etag: str | None,
+        checksum: Checksum | None,
+        tags: Mapping[str, str],
+    ) -> datetime | None:
+        return self._call(
+            "copy",
+            key,
+            lambda: self.inner.renew(key, etag=etag, checksum=checksum, tags=tags),
+            lambda when: "ok" if when is not None else "not_found",
         )
 
     def submit_put(

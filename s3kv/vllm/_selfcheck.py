@@ -1,16 +1,19 @@
-"""Start-up self-check: s3kv's namespace against vLLM's own ``FileMapper`` for one spec.
+"""The tier's namespace from vLLM's own ``FileMapper``, and the start-up self-check.
 
 s3kv re-implements ``FileMapper``'s hashing so that the library and CLI work without
-vLLM. Inside vLLM the real one is at hand, so the tier builds it for the same spec (as
-the ``fs`` tier does) and compares: a field a newer vLLM hashes and s3kv does not know
-would otherwise move every key to another folder and miss every block, silently.
+vLLM. Inside vLLM the real one is at hand: the tier builds it for the spec (as the
+``fs`` tier does) and takes its run config as the namespace (:func:`namespace_of`), so a
+field a newer vLLM hashes is carried along (``Namespace.extra_fields``, as manifests
+carry it) and the keys still agree. The self-check then compares folder, rank, manifest
+key and a block key: a vLLM that spells keys otherwise stops the tier instead of
+missing every block, silently.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from s3kv.errors import InvalidNamespaceError
+from s3kv.errors import InvalidNamespaceError, ManifestError
 from s3kv.keys import KeyMapper
 from s3kv.namespace import Namespace
 
@@ -51,19 +54,38 @@ def namespace_differences(namespace: Namespace, file_mapper: Any) -> list[str]:
     return problems
 
 
-def check_namespace(namespace: Namespace, offloading_spec: Any, *, tier_type: str) -> None:
-    """Raise :class:`InvalidNamespaceError` naming each field where vLLM's ``FileMapper``
-    for ``offloading_spec`` (built as the ``fs`` tier builds it) and ``namespace`` differ.
-    """
+def vllm_file_mapper(offloading_spec: Any) -> Any:
+    """vLLM's ``FileMapper`` for the spec, built as its ``fs`` tier builds it (no root)."""
     # Imported here so a test can stand in a newer vLLM's FileMapper.
     from vllm.v1.kv_offload import file_mapper
 
-    mapper = file_mapper.FileMapper.from_offloading_spec(
+    return file_mapper.FileMapper.from_offloading_spec(
         root_dir="",
         offloading_spec=offloading_spec,
         blocks_per_file=offloading_spec.blocks_per_chunk,
         parallel_agnostic=True,
     )
+
+
+def namespace_of(file_mapper: Any, *, tier_type: str) -> Namespace:
+    """The namespace vLLM's ``FileMapper`` hashes: its run config, read as a manifest is
+    (fields s3kv does not know are kept as extra fields and hashed)."""
+    try:
+        return Namespace.from_manifest(dict(file_mapper.get_run_config()), rank=file_mapper.rank)
+    except (ManifestError, InvalidNamespaceError) as exc:
+        raise InvalidNamespaceError(
+            f"s3kv tier {tier_type!r} refuses to start: vLLM's FileMapper hashes a run "
+            f"config s3kv cannot take as a namespace ({exc}); use an s3kv release made "
+            "for this vLLM"
+        ) from None
+
+
+def check_namespace(
+    namespace: Namespace, offloading_spec: Any, *, tier_type: str, file_mapper: Any = None
+) -> None:
+    """Raise :class:`InvalidNamespaceError` naming each field or key where vLLM's
+    ``FileMapper`` for ``offloading_spec`` and ``namespace`` differ."""
+    mapper = file_mapper if file_mapper is not None else vllm_file_mapper(offloading_spec)
     problems = namespace_differences(namespace, mapper)
     if problems:
         raise InvalidNamespaceError(
@@ -71,6 +93,14 @@ def check_namespace(namespace: Namespace, offloading_spec: Any, *, tier_type: st
             "namespace differ, so s3kv would read and write other keys than vLLM's tiers "
             "(every lookup would miss).\n  "
             + "\n  ".join(problems)
-            + "\nUse an s3kv release that knows this vLLM's fields (s3kv.vllm supports "
-            "vllm==0.33.0)."
+            + "\nUse an s3kv release that spells this vLLM's keys (s3kv.vllm is tested "
+            "with vllm==0.32.0 and 0.33.0)."
         )
+
+
+def tier_namespace(offloading_spec: Any, *, tier_type: str) -> Namespace:
+    """The tier's namespace: vLLM's own run config, once the self-check passed."""
+    mapper = vllm_file_mapper(offloading_spec)
+    namespace = namespace_of(mapper, tier_type=tier_type)
+    check_namespace(namespace, offloading_spec, tier_type=tier_type, file_mapper=mapper)
+    return namespace

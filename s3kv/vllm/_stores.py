@@ -13,13 +13,16 @@ the batch, present ones included).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 
 from s3kv.errors import AccessDeniedError
-from s3kv.integrity import Buffer
+from s3kv.integrity import Buffer, Checksum
 from s3kv.stores.base import MultipartUpload, ObjectInfo, PutOptions, Store
 
 logger = logging.getLogger("s3kv.vllm")
+
+GetDone = Callable[[ObjectInfo | None, BaseException | None], None]
 
 
 class ForwardingStore(Store):
@@ -72,6 +75,21 @@ class ForwardingStore(Store):
 
     def copy_from(self, source: Store, source_key: str, key: str) -> bool:
         return self.inner.copy_from(source, source_key, key)
+
+    def renew(
+        self,
+        key: str,
+        *,
+        etag: str | None,
+        checksum: Checksum | None,
+        tags: Mapping[str, str],
+    ) -> datetime | None:
+        return self.inner.renew(key, etag=etag, checksum=checksum, tags=tags)
+
+    def delete_if_unchanged(
+        self, items: Sequence[tuple[str, str | None]]
+    ) -> tuple[dict[str, str], set[str]]:
+        return self.inner.delete_if_unchanged(items)
 
     def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUpload]:
         return self.inner.list_multipart_uploads(prefix)

@@ -11,7 +11,7 @@ an alias of the default ``"s3kv"``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from vllm.v1.kv_offload.base import (
@@ -31,26 +31,25 @@ from vllm.v1.kv_offload.tiering.base import (
     TransferJob,
 )
 
-from s3kv.downloader import Downloader
 from s3kv.keys import KeyStyle
 from s3kv.location import parse_location
-from s3kv.namespace import Namespace
+from s3kv.renewal import DEFAULT_RENEW_AFTER_SECONDS
 from s3kv.settings import S3Settings
-from s3kv.stores import open_store
-from s3kv.uploader import Uploader
-from s3kv.vllm._lookup import LOOKUP_THREADS, S3AsyncLookupManager
+from s3kv.vllm._lookup import S3AsyncLookupManager, chains
 from s3kv.vllm._metrics import (
+    REMOVED_BLOCKS,
+    RENEWALS,
     SKIPPED_STORE_BLOCKS,
-    MeteredDownloader,
-    MeteredStore,
     TierMeter,
     metric_definitions,
     tier_label,
 )
 from s3kv.vllm._readonly import ReadOnlyDetector, SkippedStores, check_manifest
 from s3kv.vllm._runner import Finished, JobRunner
-from s3kv.vllm._selfcheck import check_namespace
-from s3kv.vllm._stores import DeniedHeadIsAbsent
+from s3kv.vllm._selfcheck import tier_namespace
+from s3kv.vllm._usage import parse_renew_after
+from s3kv.vllm._version import warn_if_untested
+from s3kv.vllm._wiring import open_tier_io
 
 if TYPE_CHECKING:
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
@@ -74,6 +73,11 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     written at start, create-only: a store that cannot be reached fails engine start.
     ``read_only=True`` (a consumer holding reader rights) sends no write at all: the
     manifest must exist and match, and stores are skipped (see ``_readonly``).
+
+    ``renew_after`` (seconds, or a duration such as ``"1d"``; ``"off"`` to turn it off):
+    a block this tier uses (a load, a lookup HIT, ``touch``) whose ``Last-Modified`` is
+    older is renewed, so the bucket's lifecycle rule and ``s3kv gc`` count from its last
+    use (see :mod:`s3kv.renewal`). A read-only tier never renews.
     """
 
     medium: ClassVar[Medium] = Medium.STORAGE
@@ -90,6 +94,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         enable_kv_events: bool = False,
         locality: str | None = None,
         backpressure_detector: BackpressureDetector | None = None,
+        renew_after: float | str | None = DEFAULT_RENEW_AFTER_SECONDS,
         **settings: Any,
     ) -> None:
         self.metrics = TierMeter(tier_label(offloading_spec, tier_type, url))
@@ -107,34 +112,21 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         elif enable_kv_events:
             logger.warning("enable_kv_events is set on tier %r but KV events are off", tier_type)
 
-        self.namespace = Namespace.from_vllm_config(
-            offloading_spec,  # the spec, not spec.config: it may carry storage_format
-            blocks_per_file=offloading_spec.blocks_per_chunk,
-            parallel_agnostic=True,
-        )
-        check_namespace(self.namespace, offloading_spec, tier_type=tier_type)
+        self.namespace = tier_namespace(offloading_spec, tier_type=tier_type)
+        warn_if_untested(tier_type)
         self.settings = S3Settings.resolve(**settings)
         location = parse_location(url)
-        c = self.settings.concurrency
-        lookup_threads = max(LOOKUP_THREADS, c // 4)
-        # One client for stores, loads and lookups; its pool holds all their requests.
-        pool = self.settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
-        self.store = open_store(location, pool)
-        metered = MeteredStore(self.store, self.metrics)  # every request goes through it
-        common: dict[str, Any] = {"settings": self.settings, "style": style, "store": metered}
-        self.uploader = Uploader(location, self.namespace, concurrency=c, **common)
-        self.downloader = MeteredDownloader(
-            location, self.namespace, concurrency=c, meter=self.metrics, **common
-        )
-        # Lookups get their own threads (so HEADs never queue behind loads), same cache.
-        prober = Downloader(
+        io = open_tier_io(
             location,
             self.namespace,
-            concurrency=lookup_threads,
-            presence_cache=self.downloader.presence,
-            **{**common, "store": DeniedHeadIsAbsent(metered)},
+            self.settings,
+            self.metrics,
+            style=style,
+            renew_after=None if read_only else parse_renew_after(renew_after),
+            announce_removals=self.events is not None,
         )
-        self._prober = prober
+        self.store, self.uploader, self.downloader = io.store, io.uploader, io.downloader
+        self.usage, self.renewer, self._prober = io.usage, io.usage.renewer, io.prober
         if read_only:
             check_manifest(self.downloader, tier_type=tier_type)
         else:
@@ -150,7 +142,9 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             # vLLM 0.32.0 offloads no sliding-window groups (it has no such field)
             if getattr(g, "sliding_window_size_in_chunks", None) is not None
         ]
-        self._lookup_manager = S3AsyncLookupManager(prober, tier_type, windowed_groups=windowed)
+        self._lookup_manager = S3AsyncLookupManager(
+            self._prober, tier_type, windowed_groups=windowed, on_hits=self._used
+        )
         logger.info(
             "s3kv tier %r: %s (%s keys, folder %s)",
             tier_type,
@@ -183,7 +177,16 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         self._lookup_manager.flush()
 
     def touch(self, keys: Collection[OffloadKey], req_context: ReqContext) -> None:
-        """Nothing to do: objects expire by a lifecycle rule, not by recency."""
+        """vLLM marks chunks used: renew them (blocks this tier never read are HEADed)."""
+        ordered = list(keys)
+        for chain in chains(ordered, req_context).values():
+            self._used([ordered[i] for i in chain], probe_unknown=True)
+
+    def _used(self, chain: Sequence[OffloadKey], *, probe_unknown: bool = False) -> None:
+        """Blocks of one chain (in chain order) were used: queue their renewal."""
+        if self.renewer is not None:
+            mapper = self.uploader.keys
+            self.usage.used([mapper.key_for(k) for k in chain], probe_unknown=probe_unknown)
 
     # -- transfers ----------------------------------------------------------------------
 
@@ -246,14 +249,25 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
                 len(report.missing),
                 f" ({why})" if why else "",
             )
-        if not job.is_promotion:
-            for key in report.done + report.already_present:
-                self.downloader.presence.put(self.uploader.keys.key_for(key), True)
+        mapper = self.uploader.keys
+        if job.is_promotion:
+            done = set(report.done)
+            self._used([k for k in job.keys if k in done])  # chain order, as vLLM gave it
+        else:
+            stored = [mapper.key_for(key) for key in report.done + report.already_present]
+            for object_key in stored:
+                self.downloader.presence.put(object_key, True)
+            self.usage.present(stored)
 
     def take_events(self) -> Iterable[OffloadingEvent]:
         if self.events:
             events, self.events = self.events, []
             yield from events
+        removed = self.usage.take_removed()  # blocks seen present, since found gone
+        if removed:
+            yield OffloadingEvent(
+                keys=removed, medium=self.medium, removed=True, locality=self.locality
+            )
 
     # -- metrics ------------------------------------------------------------------------
 
@@ -266,6 +280,8 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     def get_stats(self) -> OffloadingConnectorStats | None:
         lookups = self._lookup_manager
         self.metrics.on_lookups(lookups.heads_sent, lookups.cache_answers)
+        self.metrics.on_totals(RENEWALS, self.usage.renewal_totals())
+        self.metrics.on_totals(REMOVED_BLOCKS, {(): float(self.usage.removed)})
         return self.metrics.take_stats()
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -277,6 +293,8 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     def shutdown(self) -> None:
         """Stop lookups, drop jobs not started, cancel running ones, close connections."""
         self._lookup_manager.shutdown()
+        if self.renewer is not None:
+            self.renewer.close()  # what it had queued is dropped: renewal is best effort
         self._runner.shutdown(timeout=SHUTDOWN_TIMEOUT_SECONDS)
         for transfer in (self._prober, self.downloader, self.uploader):
             transfer.close(wait=False)

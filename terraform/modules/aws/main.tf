@@ -18,6 +18,9 @@ module "documents" {
   kms_key_arns                 = compact([var.kms_key_arn])
   reader_principal_arns        = var.reader_principal_arns
   replication_source_role_arns = var.replication_source_role_arns
+
+  block_expiration_days                  = var.block_expiration_days
+  abort_incomplete_multipart_upload_days = var.abort_incomplete_multipart_upload_days
 }
 
 resource "aws_s3_bucket" "this" {
@@ -100,7 +103,8 @@ resource "aws_s3_bucket_lifecycle_configuration" "this" {
 
     # Blocks carry the s3kv-object=block tag, manifests carry none: only
     # blocks expire. Blocks written by other tools (vLLM's object tier) carry
-    # no tag either and are left alone.
+    # no tag either and are left alone. Expiry counts from Last-Modified,
+    # which s3kv's tier renews when it uses a block: days since last use.
     filter {
       and {
         prefix = module.documents.block_expiration_filter.and.prefix

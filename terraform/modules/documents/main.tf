@@ -72,7 +72,9 @@ locals {
       Resource = [local.write_bucket_arn]
     },
     {
-      # Copy sources: CopyObject reads the source object and its tags.
+      # Copy sources: CopyObject reads the source object and its tags (a
+      # renewal's source is the block itself). GetObjectTagging also lets a
+      # renewal check that the store kept the tags (Ceph RGW drops them).
       Sid      = "ReadCacheObjects"
       Effect   = "Allow"
       Action   = ["s3:GetObject", "s3:GetObjectTagging"]
@@ -81,13 +83,14 @@ locals {
     {
       # PutObject also covers CreateMultipartUpload, UploadPart and
       # CompleteMultipartUpload; PutObjectTagging is checked when PutObject
-      # or CopyObject carries tags (the s3kv-object=block tag).
+      # or CopyObject carries tags (the s3kv-object=block tag). Renewal, the
+      # copy of a used block onto itself, needs GetObject and GetObjectTagging
+      # (above) and PutObject and PutObjectTagging: nothing of its own.
       Sid    = "WriteCacheObjects"
       Effect = "Allow"
       Action = [
         "s3:AbortMultipartUpload",
         "s3:DeleteObject",
-        "s3:ListMultipartUploadParts",
         "s3:PutObject",
         "s3:PutObjectTagging",
       ]
@@ -142,6 +145,30 @@ locals {
       Resource  = [local.write_bucket_arn]
     },
   ] : statement if length(var.replication_source_role_arns) > 0]
+
+  # The lifecycle rules in the S3 API's own shape (PutBucketLifecycleConfiguration), for
+  # stores without a Terraform provider (Ceph RGW) or `aws s3api`. Expiry counts from
+  # Last-Modified, which s3kv's tier renews when it uses a block: days since last use.
+  block_expiration_rule = {
+    ID     = "expire-s3kv-blocks"
+    Status = "Enabled"
+    Filter = {
+      And = {
+        Prefix = local.key_prefix
+        Tags   = [{ Key = local.block_tag_key, Value = local.block_tag_value }]
+      }
+    }
+    Expiration = { Days = var.block_expiration_days }
+  }
+  abort_uploads_rule = {
+    ID                             = "abort-incomplete-multipart-uploads"
+    Status                         = "Enabled"
+    Filter                         = { Prefix = local.key_prefix }
+    AbortIncompleteMultipartUpload = { DaysAfterInitiation = var.abort_incomplete_multipart_upload_days }
+  }
+  lifecycle_configuration = {
+    Rules = [local.block_expiration_rule, local.abort_uploads_rule]
+  }
 
   bucket_policy = {
     Version = "2012-10-17"

@@ -37,3 +37,13 @@ output "prefix_filter" {
   description = "Lifecycle filter matching everything under the prefix: for aborting incomplete multipart uploads (S3 refuses tag filters on that action) and for noncurrent versions."
   value       = { prefix = local.key_prefix }
 }
+
+output "block_expiration_days" {
+  description = "Days since a block's last use after which the block expiration rule expires it (as given)."
+  value       = var.block_expiration_days
+}
+
+output "lifecycle_configuration_json" {
+  description = "The lifecycle configuration (JSON, the S3 API's PutBucketLifecycleConfiguration shape): blocks expire block_expiration_days after their last use, manifests never, incomplete multipart uploads are aborted. For `aws s3api put-bucket-lifecycle-configuration` on stores without a Terraform provider (Ceph RGW)."
+  value       = jsonencode(local.lifecycle_configuration)
+}

@@ -52,3 +52,25 @@ variable "replication_source_role_arns" {
   type        = list(string)
   default     = []
 }
+
+variable "block_expiration_days" {
+  description = "Days since a block's last use after which it expires. s3kv's vLLM tier renews a block it uses once its Last-Modified is older than renew_after (default 1 day), so a block is kept at least block_expiration_days minus renew_after after its last use. Manifests never expire."
+  type        = number
+  default     = 7
+
+  validation {
+    condition     = var.block_expiration_days >= 1 && floor(var.block_expiration_days) == var.block_expiration_days
+    error_message = "block_expiration_days must be a whole number of days, at least 1."
+  }
+}
+
+variable "abort_incomplete_multipart_upload_days" {
+  description = "Days after which incomplete multipart uploads under the prefix are aborted, removing their billable parts."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.abort_incomplete_multipart_upload_days >= 1 && floor(var.abort_incomplete_multipart_upload_days) == var.abort_incomplete_multipart_upload_days
+    error_message = "abort_incomplete_multipart_upload_days must be a whole number of days, at least 1."
+  }
+}

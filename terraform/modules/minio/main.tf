@@ -15,6 +15,8 @@ module "documents" {
   bucket            = minio_s3_bucket.this.bucket
   prefix            = var.prefix
   read_bucket_names = var.read_bucket_names
+
+  block_expiration_days = var.block_expiration_days
 }
 
 resource "minio_s3_bucket" "this" {
@@ -47,6 +49,8 @@ resource "minio_s3_bucket_versioning" "this" {
 resource "minio_ilm_policy" "this" {
   bucket = minio_s3_bucket.this.bucket
 
+  # Expiry counts from Last-Modified, which s3kv's tier renews when it uses a
+  # block: days since last use.
   # Blocks carry the s3kv-object=block tag, manifests carry none: only blocks
   # expire. Objects written untagged by other tools are left alone.
   rule {

@@ -45,7 +45,7 @@ variable "versioning_enabled" {
 }
 
 variable "block_expiration_days" {
-  description = "Days after which block objects (tagged s3kv-object=block) expire. Manifests never expire."
+  description = "Days since a block's last use after which it expires (blocks are the objects tagged s3kv-object=block). Last use is Last-Modified, which s3kv's vLLM tier renews when it uses a block older than its renew_after (default 1 day): a block is kept at least block_expiration_days minus renew_after after its last use. Manifests never expire."
   type        = number
   default     = 7
 

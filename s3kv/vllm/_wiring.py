@@ -1,0 +1,89 @@
+"""The tier's stores and transfers, wired: one client, every request metered and observed.
+
+    awscrt/boto3 store -> MeteredStore (every request counted)
+        -> Uploader (stores) and Renewer (copies: renewals)
+        -> ObservingStore (HEAD/GET answers reach the UsageTracker)
+            -> MeteredDownloader (loads)
+            -> DeniedHeadIsAbsent -> Downloader (lookups, threads of their own)
+
+Loads and lookups share one presence cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from s3kv.downloader import Downloader
+from s3kv.keys import KeyStyle
+from s3kv.location import Location
+from s3kv.lookup import PresenceCache
+from s3kv.namespace import Namespace
+from s3kv.settings import S3Settings
+from s3kv.stores import Store, open_store
+from s3kv.uploader import Uploader
+from s3kv.vllm._lookup import LOOKUP_THREADS
+from s3kv.vllm._metrics import MeteredDownloader, MeteredStore, TierMeter
+from s3kv.vllm._stores import DeniedHeadIsAbsent
+from s3kv.vllm._usage import ObservingStore, UsageTracker
+
+
+@dataclass
+class TierIO:
+    store: Store
+    """The store the client belongs to (closed last)."""
+    uploader: Uploader
+    downloader: MeteredDownloader
+    prober: Downloader
+    """Lookups' downloader: its own threads, so HEADs never queue behind loads."""
+    usage: UsageTracker
+
+
+def open_tier_io(
+    location: Location,
+    namespace: Namespace,
+    settings: S3Settings,
+    meter: TierMeter,
+    *,
+    style: KeyStyle,
+    renew_after: float | None,
+    announce_removals: bool,
+) -> TierIO:
+    c = settings.concurrency
+    lookup_threads = max(LOOKUP_THREADS, c // 4)
+    # One client for stores, loads, lookups and renewals; its pool holds all their requests.
+    pool = settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
+    store = open_store(location, pool)
+    metered = MeteredStore(store, meter)
+    presence = PresenceCache()
+    usage = UsageTracker.create(
+        metered,
+        settings,
+        presence,
+        renew_after=renew_after,
+        announce_removals=announce_removals,
+    )
+    observed = ObservingStore(metered, usage)
+    common: dict[str, Any] = {"settings": settings, "style": style}
+    return TierIO(
+        store=store,
+        uploader=Uploader(location, namespace, concurrency=c, store=metered, **common),
+        downloader=MeteredDownloader(
+            location,
+            namespace,
+            concurrency=c,
+            meter=meter,
+            presence_cache=presence,
+            store=observed,
+            **common,
+        ),
+        prober=Downloader(
+            location,
+            namespace,
+            concurrency=lookup_threads,
+            presence_cache=presence,
+            store=DeniedHeadIsAbsent(observed),
+            **common,
+        ),
+        usage=usage,
+    )
