@@ -3,7 +3,11 @@
 One listing gives keys and sizes: every key must parse; every manifest must hash to its
 folder's digest; blocks of one namespace and rank are rows of one CPU-tier tensor, so
 they share a size, and a block of another size (fewer than the majority) is short or
-corrupt. ``deep`` reads every block and checks the checksum recorded when it was stored.
+corrupt. ``deep`` then reads every block (a second listing, once the usual sizes are
+known) and checks the checksum recorded when it was stored: never more bytes than
+listed, and a block larger than its rank's usual size is not read at all (its
+``size-mismatch`` finding says enough). A checksum mismatch is read once more before it
+is a finding: one on the wire only is not blamed on the object.
 Blocks of a namespace without a manifest are orphans. A 0-byte block is never valid.
 A temp file of a write that died before its rename (older than
 :data:`~s3kv.listing.STALE_TEMP_SECONDS`) is a ``stale-temp`` finding, which ``s3kv gc``
@@ -148,10 +152,8 @@ class _Verify:
                 keys = rank.keys.setdefault(size, [])
                 if len(keys) < MAX_KEYS_PER_SIZE:
                     keys.append(entry.info.key)
-                if self.deep:
-                    self.slots.acquire()
-                    future = pool.submit(self._read, entry.info.key)
-                    future.add_done_callback(lambda _: self.slots.release())
+            if self.deep:
+                self._read_all(pool, spaces)
         for (prefix, folder), ns in sorted(spaces.items()):
             self._check_namespace(prefix, folder, ns)
         if not self.deep:
@@ -223,12 +225,36 @@ class _Verify:
                 "temp file of a write that died before its rename; 's3kv gc' removes it",
             )
 
-    def _read(self, key: str) -> None:
+    def _read_all(
+        self, pool: ThreadPoolExecutor, spaces: dict[tuple[str, str], _Namespace]
+    ) -> None:
+        """Deep: read every block no larger than its rank's usual size (listed again)."""
+        usual = {
+            (prefix, folder, rank_no): usual_size(rank.sizes)
+            for (prefix, folder), ns in spaces.items()
+            for rank_no, rank in ns.ranks.items()
+        }
+        for entry in walk(self.store, self.loc, exact_prefix=False):
+            parsed = entry.parsed
+            if parsed is None or parsed.kind != "block" or parsed.rank is None:
+                continue
+            limit = usual.get((parsed.prefix, parsed.folder, parsed.rank))
+            if limit is not None and entry.info.size > limit:
+                continue  # a size-mismatch finding; never read into memory
+            self.slots.acquire()
+            future = pool.submit(self._read, entry.info.key, entry.info.size)
+            future.add_done_callback(lambda _: self.slots.release())
+
+    def _read(self, key: str, size: int) -> None:
         where = self.loc.url_for(key)
+
+        def read() -> tuple[bytes, ObjectInfo]:
+            return with_retries(lambda: self.store.get(key, max_bytes=size), self.settings)
+
         try:
-            data, info = with_retries(lambda: self.store.get(key), self.settings)
+            data, info = read()
             if info.checksum is not None:
-                integrity.verify(info.checksum, data, where=where)
+                integrity.verified(info.checksum, data, lambda: read()[0], where=where)
         except IntegrityError as exc:
             self.add("checksum-mismatch", key, str(exc))
             return
