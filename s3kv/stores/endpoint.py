@@ -6,8 +6,9 @@ into a URL per bucket with S3's endpoint ruleset (partition such as ``amazonaws.
 FIPS and dual-stack flags, virtual-hosted or path addressing, a path in the endpoint
 URL). s3kv resolves the configured endpoint once (:func:`configured_endpoint`, checked so
 no message repeats a secret), hands it to the boto3 client, and the awscrt data path
-takes its host and path from the URL boto3 builds for the bucket
-(:func:`data_endpoint`): the control plane and the data path cannot disagree.
+takes its host, path and signing region from what botocore's endpoint ruleset resolves
+for the bucket (:func:`data_endpoint`): the control plane and the data path cannot
+disagree.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from botocore.configprovider import ConfiguredEndpointProvider
+from botocore.exceptions import EndpointResolutionError
 
 from s3kv.errors import SettingsError
 from s3kv.settings import S3Settings, display_url, endpoint_problem
@@ -81,24 +83,33 @@ def addressing_style(
 
 
 def data_endpoint(client: Any, bucket: str) -> DataEndpoint:
-    """The scheme, host and path prefix boto3 uses for ``bucket``: read off the URL it
-    builds for a request (a presigned GET; only its address is kept)."""
-    url = client.generate_presigned_url(
-        "get_object", Params={"Bucket": bucket, "Key": _PROBE_KEY}, ExpiresIn=60
-    )
+    """The scheme, host, path prefix and signing region boto3 uses for ``bucket``: what
+    botocore's endpoint ruleset resolves for a GetObject, as it does for every request.
+    (A presigned URL would not do: botocore presigns some regions on the legacy global
+    endpoint.)"""
+    operation = client.meta.service_model.operation_model("GetObject")
+    try:
+        url, _, properties = client._resolve_endpoint_ruleset(
+            operation, {"Bucket": bucket, "Key": _PROBE_KEY}, {}
+        )
+    except EndpointResolutionError as exc:
+        raise SettingsError(
+            f"no S3 endpoint for bucket {bucket!r} with these settings ({exc}); check "
+            "--region, AWS_USE_FIPS_ENDPOINT and AWS_USE_DUALSTACK_ENDPOINT"
+        ) from None
     parts = urlsplit(url)
-    path = parts.path
-    suffix = "/" + _PROBE_KEY
-    if not path.endswith(suffix) or not parts.hostname:  # pragma: no cover - botocore's shape
+    if not parts.hostname:  # pragma: no cover - botocore's shape
         raise SettingsError(
             f"cannot tell where boto3 sends requests for bucket {bucket!r} "
             f"({display_url(url)}); pass --endpoint-url"
         )
+    schemes = properties.get("authSchemes") or ()
+    region = next((a["signingRegion"] for a in schemes if a.get("signingRegion")), None)
     return DataEndpoint(
         url=display_url(client.meta.endpoint_url),
         tls=parts.scheme == "https",
         host=parts.netloc.rpartition("@")[2],
         hostname=parts.hostname,
-        path=path[: -len(suffix)],
-        region=client.meta.region_name or "us-east-1",
+        path=parts.path.rstrip("/"),
+        region=region or client.meta.region_name or "us-east-1",
     )

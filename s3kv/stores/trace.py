@@ -37,9 +37,7 @@ def trace(record: dict[str, Any]) -> None:
         f.write(line)
 
 
-def trace_botocore(params: dict[str, Any], model: Any, **kwargs: Any) -> None:
-    if (kwargs.get("context") or {}).get("is_presign_request"):
-        return  # an address worked out (s3kv.stores.endpoint), not a request sent
+def trace_botocore(params: dict[str, Any], model: Any, **_: Any) -> None:
     record: dict[str, Any] = {"op": model.name, "bucket": params.get("Bucket", "")}
     for name in ("Key", "Prefix"):
         if name in params:

@@ -174,6 +174,8 @@ def test_501_fails_fast_and_names_the_feature(
     assert code == 1 and "S3KV_TAG_BLOCKS=false" in out + err
     assert len(p.seen("PUT", blocks=True)) == 4 + 3
     monkeypatch.setenv("S3KV_TAG_BLOCKS", "false")  # what the message says to do
+    # untagged blocks stay out of the session's trace (the lifecycle proof reads it)
+    monkeypatch.setenv("S3KV_TRACE_FILE", str(tmp_path / "untagged.jsonl"))
     code, out, err = cli(capsys, *push, endpoint=p.url, data_path=data_path)
     assert code == 0, err
 
