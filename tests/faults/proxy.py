@@ -28,6 +28,9 @@ by name (None: forward as is):
     (ranges honoured), streamed until the client hangs up: an oversized object.
 ``drop-inm``
     forward without ``If-None-Match`` (a store that ignores it).
+``bad-echo``
+    forward, and answer with a CRC32C checksum that is not the one sent (moto echoes
+    none; AWS and MinIO echo what they stored).
 ``list-repeat-token`` / ``list-no-token`` / ``list-dup`` / ``list-unordered``
     forward a listing and break its page: the next token repeats the request's own,
     a truncated page without a token, a key listed twice, two keys swapped.
@@ -240,6 +243,8 @@ class FaultProxy:
         if fault == "huge":
             return self._huge(conn, request, status, upstream)
         headers = [(k, v) for k, v in upstream if k.lower() not in _HOP]
+        if fault == "bad-echo":
+            headers.append(("x-amz-checksum-crc32c", "AAAAAA=="))
         if fault == "reset-after":
             _reset(conn)
             return False

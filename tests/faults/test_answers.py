@@ -175,6 +175,16 @@ def test_a_store_that_ignores_if_none_match_is_refused(
     assert not p.seen("PUT", blocks=True)
 
 
+def test_a_put_whose_checksum_comes_back_changed_fails(
+    proxy: Any, bucket: str, s3: Any, data_path: str
+) -> None:
+    p = proxy(lambda r: "bad-echo" if r.is_block and r.method == "PUT" else None)
+    with Uploader(f"s3://{bucket}/kv", NS, settings=settings(p.url, data_path)) as up:
+        report = up.put_blocks(dict(zip(keys(2), rows(2))))
+    assert len(report.failed) == 2  # today: "stored"
+    assert all("the store recorded crc32c AAAAAA==" in w for w in report.failed.values())
+
+
 def test_the_create_only_proof_costs_one_put(proxy: Any, bucket: str, data_path: str) -> None:
     p = proxy()
     with Uploader(f"s3://{bucket}/kv", NS, settings=settings(p.url, data_path)) as up:
