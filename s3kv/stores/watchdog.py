@@ -10,7 +10,7 @@ slot is free for the retry).
 
 Cost on the hot path: a request joins and leaves a set (no lock: single operations on
 a set are atomic in CPython) and stamps the time on each header or body callback; the
-thread wakes ``timeout / 10`` apart (at most once a second) and looks at the requests in
+thread wakes ``timeout / 40`` apart (at most once a second) and looks at the requests in
 flight, never more than the client's connections.
 """
 
@@ -38,7 +38,8 @@ class Watchdog:
 
     def __init__(self, timeout: float, *, name: str = "s3kv-watchdog") -> None:
         self.timeout = timeout
-        self.period = min(1.0, max(0.01, timeout / 10))
+        # a timeout fires at most 2.5% (or 1 s) late
+        self.period = min(1.0, max(0.01, timeout / 40))
         self._live: set[Watched] = set()
         self._name = name
         self._thread: threading.Thread | None = None
