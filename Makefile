@@ -7,7 +7,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 VLLM_PY := .venv-vllm/bin/python
 ENGINE_PY := .venv-vllm-engine/bin/python
 
-.PHONY: demo test lint unit functional rgw-deps vllm-venv test-vllm e2e terraform-check checkov bench charts clean
+.PHONY: demo test lint unit functional rgw-deps vllm-venv test-vllm e2e terraform-check checkov bench bench-docs docs clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,13 +70,27 @@ bench: $(STAMP)
 	$(PY) bench/bench_keys.py
 	$(PY) bench/bench_transfer.py
 
-## The charts in docs/img/ (JSON beside each). Modest runs: about half an hour on 2 shared cores.
-charts: $(STAMP) rgw-deps
-	$(PY) bench/bench_keys.py --keys 50000 --repeat 3 --shared-note \
-		--json docs/img/keys.json --chart docs/img/keys.png
-	$(PY) bench/bench_transfer.py --quick --repeat 3 --shared-note \
-		--json docs/img/transfer-moto.json --chart docs/img/transfer-moto.png
-	$(PY) bench/bench_rgw.py --quick --repeat 2 --shared-note --json-dir docs/img
+## Every figure the docs show, measured: run ALONE on a quiet machine (load average under
+## 1; each benchmark waits up to 10 minutes for it, then refuses). Writes docs/img/*.json
+## and their charts, then fills the docs' figures from them. About 1.5 hours on 2 cores.
+QUIET := --wait-quiet 600
+bench-docs: $(STAMP) rgw-deps vllm-venv
+	bash scripts/vllm-engine-venv.sh
+	$(VLLM_PY) bench/bench_prompt_load.py $(QUIET)
+	$(PY) bench/bench_prompt_load.py --redraw docs/img/prompt-load.json
+	$(VLLM_PY) bench/bench_lookup_latency.py --backend rgw --repeat 3 $(QUIET) \
+		--json docs/img/lookup-requests.json
+	$(PY) bench/bench_lookup_latency.py --redraw docs/img/lookup-requests.json \
+		--chart docs/img/lookup-requests.png
+	$(VLLM_PY) bench/bench_keys.py $(QUIET) --json docs/img/keys.json
+	$(PY) bench/bench_rgw.py $(QUIET) --json-dir docs/img
+	$(ENGINE_PY) bench/bench_ttft.py $(QUIET)
+	$(PY) bench/bench_ttft.py --redraw docs/img/ttft.json
+	$(PY) bench/doc_figures.py
+
+## The docs' figures from the JSON already in docs/img/ (no measuring).
+docs: $(STAMP)
+	$(PY) bench/doc_figures.py
 
 clean:
 	rm -rf $(VENV) .venv-vllm .venv-vllm-engine .venv-checkov .pytest_cache .mypy_cache .ruff_cache .s3kv-test-artifacts

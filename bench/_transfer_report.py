@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import _trust
+
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 
@@ -51,7 +53,10 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
                         cpu=cpu,
                         cpu_per_gib=cpu / (count * size / GiB),
                         all_seconds=[round(x["seconds"], 3) for x in good],
+                        all_cpu=[round(x["cpu"], 3) for x in good],
                     )
+                    _trust.mark(row, {"seconds": [x["seconds"] for x in good],
+                                      "cpu": [x["cpu"] for x in good]})
                     if any("server_cpu" in x for x in good):
                         row["server_cpu"] = statistics.median(
                             x.get("server_cpu", 0.0) for x in good
@@ -74,7 +79,10 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
     return {"rows": rows, "lookups": lookups}
 
 
-def render(summary: dict[str, Any], args: argparse.Namespace, label: str) -> str:
+def render(summary: dict[str, Any], args: argparse.Namespace, label: str,
+           trust: dict[str, Any] | None = None) -> str:
+    """The markdown table, the criteria checks and the trust notes (``trust``: the JSON
+    document, or anything with its ``loaded``/``trust`` keys)."""
     rows = summary["rows"]
     out = []
     has_server = any("server_cpu" in r for r in rows)
@@ -110,6 +118,7 @@ def render(summary: dict[str, Any], args: argparse.Namespace, label: str) -> str
                     continue
                 ratio = f"{ours['mib_per_s'] / r['mib_per_s']:.2f}" if ours else "-"
                 name = f"**{r['client']}**" if r["client"] == "s3kv" else r["client"]
+                name += _trust.flag(r)
                 cells = [
                     size,
                     op,
@@ -185,7 +194,18 @@ def render(summary: dict[str, Any], args: argparse.Namespace, label: str) -> str
         out.append("")
         for r in errors:
             out.append(f"- errors in {r['size']} {r['op']} {r['client']}: {r['errors'][0]}")
-    return "\n".join(out)
+    notes = _trust.notes(trust or {}, rows, _label)
+    return "\n".join(out + (["", *notes] if notes else []))
+
+
+def _label(r: dict[str, Any]) -> str:
+    return f"{r['size']} {r['op']} {r['client']}"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """A saved --json's table, as render() printed it (for the docs)."""
+    return render(result["summary"], argparse.Namespace(**result["args"]), result["label"],
+                  trust=result)
 
 
 def notes(args: argparse.Namespace) -> str:
@@ -220,7 +240,7 @@ def notes(args: argparse.Namespace) -> str:
         )
         + f"Client CPU = the "
         f"worker process's user+sys over the timed region. {os.cpu_count()} CPUs shared with "
-        f"the server{' and other jobs' if args.shared_note else ''}: numbers are noisy. "
+        f"the server. "
         f"Python {platform.python_version()}, "
         + ", ".join(f"{k} {v}" for k, v in versions.items())
         + f". Command: `python bench/bench_transfer.py {' '.join(sys.argv[1:])}`"
@@ -246,6 +266,7 @@ def chart(result: dict[str, Any], path: str) -> Path:
         f"Machine: {result['machine']}. "
         f"Command: {command}" + _missing(rows)
     )
+    footer = "\n".join([footer, *_trust.notes(result, rows, _label)])
     fig, axes = figure(
         title=f"s3kv and other S3 clients on {label}", footer=footer, nrows=2, ncols=2
     )
@@ -266,7 +287,7 @@ def chart(result: dict[str, Any], path: str) -> Path:
                 legend=False,
             )
     legend(fig, axes[0])
-    return save(fig, path, footer_lines=3 + bool(_missing(rows)))
+    return save(fig, path)
 
 
 def _missing(rows: list[dict[str, Any]]) -> str:

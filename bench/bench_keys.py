@@ -1,10 +1,12 @@
 """Keys per second: s3kv's KeyMapper and parse_key beside vLLM's FileMapper.get_file_name.
 
     python bench/bench_keys.py [--keys 200000] [--repeat 5] [--json F.json] [--chart F.png]
+    python bench/bench_keys.py --table docs/img/keys.json
 
 vLLM's FileMapper is taken from an installed vllm==0.33.0 when importable (make
 vllm-venv), else from the nearest shared/reference/vllm_file_mapper.py.txt up (vLLM's file, its two
-vLLM imports stubbed). Each row is the best of --repeat runs, measured side by side.
+vLLM imports stubbed). Each row is the median of --repeat interleaved rounds (the order
+of the operations alternates); it refuses to run on a loaded machine (bench/_trust.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 import types
@@ -19,9 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from s3kv import KeyMapper, Namespace, parse_key
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _trust  # noqa: E402
+
+from s3kv import KeyMapper, Namespace, parse_key  # noqa: E402
 
 # shared/ sits beside the repository (or above a worktree of it): the nearest one up.
 REFERENCE = next(
@@ -79,82 +84,85 @@ def load_vllm_file_mapper() -> tuple[Any, str]:
     return module["FileMapper"], "vllm 0.33.0 source (shared/reference)"
 
 
-def best_rate(fn: Callable[[], object], count: int, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return count / best
+def rate(fn: Callable[[], object], count: int) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return count / (time.perf_counter() - t0)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--keys", type=int, default=200_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds (median)")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--chart", help="draw keys/s per operation here (PNG)")
     parser.add_argument("--redraw", metavar="JSON", help="only draw --chart from a saved --json")
-    parser.add_argument(
-        "--shared-note", action="store_true", help="say in the chart: a shared machine"
-    )
-    opts = parser.parse_args()
+    parser.add_argument("--table", metavar="JSON", help="only print a saved --json's table")
+    _trust.add_arguments(parser)
+    opts = parser.parse_args(argv)
     if opts.redraw:
         print(chart(json.loads(Path(opts.redraw).read_text()), opts.chart))
         return
+    if opts.table:
+        print(markdown(json.loads(Path(opts.table).read_text())))
+        return
+    trust = _trust.gate(opts)
     n = opts.keys
     keys = [os.urandom(32) + (i % 3).to_bytes(4, "big") for i in range(n)]
     ns = Namespace(**ARGS)
     mapper = KeyMapper(ns, prefix="team/kv")
     names = mapper.keys_for(keys)
-    rows: list[tuple[str, float]] = []
+    ops: list[tuple[str, Callable[[], object]]] = []
     FileMapper, source = load_vllm_file_mapper()
     if FileMapper is not None:
         fm = FileMapper(root_dir="team/kv", **ARGS)
         assert [fm.get_file_name(k) for k in keys[:1000]] == names[:1000], "keys differ from vLLM"
         get = fm.get_file_name
-        rows.append(
-            (
-                f"vLLM FileMapper.get_file_name [{source}]",
-                best_rate(lambda: [get(k) for k in keys], n, opts.repeat),
-            )
-        )
+        ops.append((f"vLLM FileMapper.get_file_name [{source}]", lambda: [get(k) for k in keys]))
     key_for = mapper.key_for
-    rows.append(
-        ("s3kv KeyMapper.key_for", best_rate(lambda: [key_for(k) for k in keys], n, opts.repeat))
-    )
-    rows.append(
-        (
-            "s3kv KeyMapper.keys_for (batch)",
-            best_rate(lambda: mapper.keys_for(keys), n, opts.repeat),
-        )
-    )
-    rows.append(
-        ("s3kv parse_key", best_rate(lambda: [parse_key(k) for k in names], n, opts.repeat))
-    )
-    base = rows[0][1] if FileMapper is not None else None
-    print(f"{n:,} keys of 32-byte hashes, best of {opts.repeat}; python {sys.version.split()[0]}")
-    print(f"| {'operation':<60} | {'keys/s':>12} | {'vs vLLM':>8} |")
-    print(f"|{'-' * 62}|{'-' * 14}|{'-' * 10}|")
-    for name, rate in rows:
-        ratio = f"{rate / base:.2f}x" if base else "n/a"
-        print(f"| {name:<60} | {rate:>12,.0f} | {ratio:>8} |")
+    ops.append(("s3kv KeyMapper.key_for", lambda: [key_for(k) for k in keys]))
+    ops.append(("s3kv KeyMapper.keys_for (batch)", lambda: mapper.keys_for(keys)))
+    ops.append(("s3kv parse_key", lambda: [parse_key(k) for k in names]))
+    runs: dict[str, list[float]] = {name: [] for name, _ in ops}
+    for r in range(opts.repeat):  # rounds interleave the operations; the order alternates
+        for name, fn in ops if r % 2 == 0 else ops[::-1]:
+            runs[name].append(rate(fn, n))
     from _charts import machine
 
-    result = {
+    rows = [_trust.mark({"operation": name, "keys_per_s": statistics.median(rates),
+                         "keys_per_s_runs": [round(v) for v in rates]},
+                        {"keys_per_s": rates}) for name, rates in runs.items()]
+    result = _trust.stamp({
         "keys": n,
         "repeat": opts.repeat,
         "vllm_source": source,
-        "argv": sys.argv[1:],
-        "machine": machine(shared=opts.shared_note),
-        "rows": [{"operation": name, "keys_per_s": rate} for name, rate in rows],
-    }
+        "argv": sys.argv[1:] if argv is None else argv,
+        "machine": machine(shared=trust["loaded"]),
+        "rows": rows,
+    }, trust)
+    print(f"{n:,} keys of 32-byte hashes; python {sys.version.split()[0]}")
+    print(markdown(result))
     if opts.json:
-        Path(opts.json).write_text(json.dumps(result, indent=1))
+        Path(opts.json).write_text(json.dumps(result, indent=1) + "\n")
     if opts.chart:
         print(f"chart: {chart(result, opts.chart)}")
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The table in docs/benchmarks.md: keys/s per operation, against vLLM's."""
+    rows = result["rows"]
+    base = next((r["keys_per_s"] for r in rows if r["operation"].startswith("vLLM")), None)
+    out = [f"| operation | keys/s (median of {result['repeat']}) | vs vLLM |", "|---|--:|--:|"]
+    for r in rows:
+        name = r["operation"].split(" [")[0]
+        name = name.replace("vLLM ", "vLLM `").replace("s3kv ", "s3kv `")
+        name = name.replace(" (batch)", "` (batch)") if "(batch)" in name else name + "`"
+        ratio = f"{r['keys_per_s'] / base:.2f}x" if base else "-"
+        out.append(f"| {name} | {r['keys_per_s']:,.0f}{_trust.flag(r)} | {ratio} |")
+    notes = _trust.notes(result, rows, lambda r: r["operation"].split(" [")[0])
+    return "\n".join(out + (["", *notes] if notes else []))
 
 
 def chart(result: dict[str, Any], path: str) -> Path:
@@ -178,11 +186,13 @@ def chart(result: dict[str, Any], path: str) -> Path:
     }
     footer = (
         f"Measured: {result['keys']:,} keys of 32-byte block hashes (Llama-3.1-8B namespace), "
-        f"best of {result['repeat']} runs, side by side in one process; vLLM's FileMapper "
+        f"median of {result['repeat']} interleaved rounds, in one process; vLLM's FileMapper "
         f"from {result['vllm_source']}. s3kv's keys are byte-identical to vLLM's.\n"
         f"Machine: {result['machine']}. "
         f"Command: python bench/bench_keys.py {' '.join(result['argv'])}"
     )
+    notes = _trust.notes(result, result["rows"], lambda r: r["operation"].split(" [")[0])
+    footer = "\n".join([footer, *notes])
     fig, axes = figure(
         title="Object keys per second: s3kv beside vLLM's FileMapper",
         footer=footer,
@@ -190,7 +200,7 @@ def chart(result: dict[str, Any], path: str) -> Path:
     )
     grouped_bars(axes[0], groups=groups, series=series, ylabel="million keys/s (higher is better)",
                  fmt="{:.2f}")  # fmt: skip
-    return save(fig, path, footer_lines=3)
+    return save(fig, path)
 
 
 if __name__ == "__main__":

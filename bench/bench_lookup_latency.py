@@ -5,7 +5,8 @@
         --present 50 --json /tmp/lookup.json --chart docs/img/lookup-requests.png
 
 A TCP proxy on 127.0.0.1 (bench/_latency_proxy.py, its own process) holds every request
-``--delay-ms`` (15 ms by default, about S3's in-region first-byte latency) in front of
+``--delay-ms`` (15 by default: AWS puts the median latency of small S3 requests "in the
+tens of milliseconds"; a HEAD is the smallest there is; see that module) in front of
 moto's server or Ceph RGW 16 (tests/servers/rgw.py). For each chain length and stored
 fraction, with cold caches (a new tier per run), both tiers are built by vLLM's own
 factory and driven by vLLM 0.33.0's own scheduler lookup loop
@@ -40,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+import _trust  # noqa: E402
 from _latency_proxy import LatencyProxy  # noqa: E402
 from bench_transfer import MotoServer  # noqa: E402
 
@@ -192,15 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--from-json", "--redraw", type=Path, help="print the table (and chart) of a past run"
     )
+    _trust.add_arguments(p)
     args = p.parse_args(argv)
     if args.from_json:
         saved = json.loads(args.from_json.read_text())
-        args.delay_ms, args.step_ms = saved["args"]["delay_ms"], saved["args"]["step_ms"]
-        args.repeat = saved["args"]["repeat"]
-        print(table(saved["rows"], args))
+        print(markdown(saved))
         if args.chart:
-            chart(saved["rows"], args.chart, args.delay_ms)
+            chart(saved["rows"], args.chart, saved["args"]["delay_ms"], saved)
         return 0
+    args.trust = _trust.gate(args)
     os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")  # NIXL on RGW
 
     from tests.vllm import harness as h
@@ -262,19 +264,26 @@ def main(argv: list[str] | None = None) -> int:
                                 save(args, runs)
         finally:
             backend.close()
-    print(table(summarize(runs), args))
+    from _charts import machine
+
+    doc = _trust.stamp({"rows": summarize(runs), "machine": machine(shared=args.trust["loaded"])},
+                       args.trust)
+    print(table(doc["rows"], args, doc))
     if args.chart:
-        chart(summarize(runs), args.chart, args.delay_ms)
+        chart(doc["rows"], args.chart, args.delay_ms, doc)
     wrong = [r for r in runs if r["hits"] != r["expected"]]
     return 1 if wrong else 0
 
 
 def save(args: argparse.Namespace, runs: list[dict]) -> None:
+    from _charts import machine
+
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    saved = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    args.json.write_text(
-        json.dumps({"args": saved, "runs": runs, "rows": summarize(runs)}, indent=1)
-    )
+    saved = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
+             if k != "trust"}
+    doc = {"args": saved, "machine": machine(shared=args.trust["loaded"]), "runs": runs,
+           "rows": summarize(runs)}
+    args.json.write_text(json.dumps(_trust.stamp(doc, args.trust), indent=1) + "\n")
 
 
 def summarize(runs: list[dict]) -> list[dict]:
@@ -297,12 +306,19 @@ def summarize(runs: list[dict]) -> list[dict]:
                 "ms": statistics.median(r["seconds"] * 1000 for r in rs),
                 "ms_max": max(r["seconds"] * 1000 for r in rs),
                 "batch_lookup_ms": statistics.median(r["batch_lookup_seconds"] * 1000 for r in rs),
+                "ms_runs": [round(r["seconds"] * 1000, 1) for r in rs],
             }
         )
+        _trust.mark(rows[-1], {"ms": [r["seconds"] for r in rs]})
     return rows
 
 
-def table(rows: list[dict], args: argparse.Namespace) -> str:
+def markdown(doc: dict) -> str:
+    """A saved --json's table (for the docs)."""
+    return table(doc["rows"], argparse.Namespace(**doc["args"]), doc)
+
+
+def table(rows: list[dict], args: argparse.Namespace, doc: dict | None = None) -> str:
     out = [
         f"Lookup of one request's chain, cold caches, +{args.delay_ms:g} ms per request "
         f"(proxy), scheduler step every {args.step_ms:g} ms, median of {args.repeat}.",
@@ -318,12 +334,17 @@ def table(rows: list[dict], args: argparse.Namespace) -> str:
         out.append(
             f"| {r['backend']} | {r['chain']:,} | {r['present_pct']}% | {name} | "
             f"{verdict} | {r['heads']:,} | {rounds} | {r['peak_in_flight']} | "
-            f"{r['ms']:,.0f} | {r['batch_lookup_ms']:,.0f} |"
+            f"{r['ms']:,.0f}{_trust.flag(r)} | {r['batch_lookup_ms']:,.0f} |"
         )
-    return "\n".join(out)
+    notes = _trust.notes(doc, rows, _label) if doc is not None else []
+    return "\n".join(out + (["", *notes] if notes else []))
 
 
-def chart(rows: list[dict], path: Path, delay_ms: float) -> None:
+def _label(r: dict) -> str:
+    return f"{r['backend']} {r['chain']:,} {r['present_pct']}% {r['tier']}"
+
+
+def chart(rows: list[dict], path: Path, delay_ms: float, doc: dict) -> None:
     """HEADs and time to verdict against chain length (half stored), log-log, per tier."""
     from _charts import figure, lines, machine, save
     from matplotlib.ticker import NullLocator
@@ -347,8 +368,9 @@ def chart(rows: list[dict], path: Path, delay_ms: float) -> None:
             "Measured: a prompt's chain, half of it stored, cold caches; both tiers built by "
             "vLLM 0.33.0 and driven by its scheduler's _maximal_prefix_lookup; HEADs as the "
             "delaying proxy saw them.\n"
-            f"Machine: {machine()}. Command: python bench/bench_lookup_latency.py --json J "
-            "--chart PNG (--from-json J redraws)."
+            f"Machine: {doc.get('machine') or machine()}. Command: python "
+            "bench/bench_lookup_latency.py --json J --chart PNG (--from-json J redraws)."
+            + "".join(f"\n{n}" for n in _trust.notes(doc, rows, _label, metrics=["ms"]))
         ),
         ncols=2,
         size=(11, 4.6),

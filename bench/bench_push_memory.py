@@ -21,6 +21,10 @@ from pathlib import Path
 
 import boto3
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _trust
+
 from s3kv.demo import embedded_s3
 from s3kv.keys import KeyMapper, make_offload_key
 from s3kv.namespace import Namespace
@@ -51,10 +55,12 @@ def measured(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
     return float(out[0]), int(out[1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--counts", default="1000,10000")
-    args = parser.parse_args()
+    _trust.add_arguments(parser)
+    args = parser.parse_args(argv)
+    trust = _trust.gate(args)
     counts = [int(c) for c in args.counts.split(",")]
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
            "AWS_REGION": "us-east-1"}
@@ -81,6 +87,8 @@ def main() -> None:
     for n, run, seconds, rss, lists, puts, gets in rows:
         print(f"{n:>7} {run:>7} {seconds:>8.1f} {rss / 1024:>7.1f} MiB {lists:>5} {puts:>6} "
               f"{gets:>8}")
+    for line in _trust.notes(_trust.stamp({}, trust)):
+        print(line)
 
 
 if __name__ == "__main__":

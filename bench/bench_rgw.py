@@ -1,6 +1,6 @@
 """The transfer benchmark against Ceph RADOS Gateway, over HTTP and over TLS.
 
-    python bench/bench_rgw.py [--quick] [--repeat N] [--json-dir DIR] [--shared-note]
+    python bench/bench_rgw.py [--quick] [--repeat N] [--json-dir DIR] [--force-loaded]
 
 With ``--json-dir`` each endpoint's results land there as ``transfer-rgw-http.json`` and
 ``transfer-rgw-https.json``, each with its chart beside it (``.png``).
@@ -22,10 +22,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+
+import _trust  # noqa: E402
+
 from tests.servers.rgw import RGWServer  # noqa: E402
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -33,8 +37,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json-dir", type=Path)
     parser.add_argument("--only", choices=["http", "https"], help="one endpoint only")
-    parser.add_argument("--shared-note", action="store_true", help="a shared machine (notes)")
-    args = parser.parse_args()
+    _trust.add_arguments(parser)
+    args = parser.parse_args(argv)
+    # Checked before Ceph starts: its start-up raises the load the children would see.
+    trust = _trust.gate(args)
     command = "python bench/bench_rgw.py " + " ".join(sys.argv[1:])  # what reruns it
     # memstore keeps objects in RAM (about 2x): room for the 1 MiB rows of every client.
     rgw = RGWServer(memstore_bytes=10 << 30)
@@ -56,8 +62,9 @@ def main() -> int:
                 cmd += ["--ca-bundle", rgw.ca_bundle]
             if args.quick:
                 cmd.append("--quick")
-            if args.shared_note:
-                cmd.append("--shared-note")
+            cmd += ["--start-load-average", str(trust["load_average_1m"])]
+            if args.force_loaded:
+                cmd.append("--force-loaded")
             if args.json_dir:
                 args.json_dir.mkdir(parents=True, exist_ok=True)
                 out = args.json_dir / f"transfer-rgw-{scheme}"

@@ -37,9 +37,10 @@ HERE = Path(__file__).resolve().parent
 WORKER = HERE / "_workers.py"
 sys.path.insert(0, str(HERE))
 
+import _trust  # noqa: E402
 from _charts import machine  # noqa: E402
 from _clients import CLIENTS  # noqa: E402  (one list of rows for the runner and workers)
-from _transfer_report import chart, notes, render, summarize  # noqa: E402
+from _transfer_report import chart, markdown, notes, render, summarize  # noqa: E402
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -304,14 +305,17 @@ def main(argv: list[str] | None = None) -> int:
         "writing .prof files here; these runs are not in the table",
     )
     p.add_argument("--timeout", type=float, default=900, help="per row, seconds")
-    p.add_argument(
-        "--shared-note", action="store_true", help="say in notes and chart: a shared machine"
-    )
     p.add_argument("--command", help="how to rerun this, for the chart (default: this command)")
     p.add_argument("--redraw", metavar="JSON", help="only draw --chart from a saved --json")
+    p.add_argument("--table", metavar="JSON", help="only print a saved --json's table")
+    _trust.add_arguments(p)
     args = p.parse_args(argv)
     if args.redraw:
         return redraw(args.redraw, args.chart or str(Path(args.redraw).with_suffix(".png")))
+    if args.table:
+        print(markdown(json.loads(Path(args.table).read_text())))
+        return 0
+    trust = _trust.gate(args)
     if args.quick:
         args.large_count, args.small_count = min(args.large_count, 64), min(args.small_count, 256)
         if "--repeat" not in " ".join(sys.argv):
@@ -327,20 +331,20 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bench.close()
     summary = summarize(data)
-    table = render(summary, args, label)
+    table = render(summary, args, label, trust=_trust.stamp({}, trust))
     print(table)
     print()
     print(notes(args))
-    result = {
+    result = _trust.stamp({
         "label": label,
         "argv": sys.argv[1:],
         "command": args.command or "python bench/bench_transfer.py " + " ".join(sys.argv[1:]),
         "args": vars(args),
-        "machine": machine(shared=args.shared_note),
+        "machine": machine(shared=trust["loaded"]),
         "summary": summary,
         "runs": data["runs"],
         "table": table,
-    }
+    }, trust)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
     if args.chart:

@@ -2,8 +2,8 @@
 
     .venv-vllm/bin/python bench/bench_vllm_tier.py                      # moto, RGW HTTP + TLS
     .venv-vllm/bin/python bench/bench_vllm_tier.py --servers rgw-http --runs 5
-    .venv/bin/python bench/bench_vllm_tier.py --redraw docs/img/vllm-tier.json
-    .venv/bin/python bench/bench_vllm_tier.py --table docs/img/vllm-tier.json
+    .venv/bin/python bench/bench_vllm_tier.py --redraw vllm-tier.json
+    .venv/bin/python bench/bench_vllm_tier.py --table vllm-tier.json
 
 Two tiers, each built by vLLM's own ``SecondaryTierFactory`` with a real
 ``TieringOffloadingSpec``: ``s3kv.vllm.S3TierManager`` and vLLM 0.33.0's
@@ -30,7 +30,8 @@ Servers: moto's S3 server in its own process, Ceph RGW 16 (tests/servers/rgw.py)
 HTTP and over TLS. On RGW the obj tier gets ``AWS_REQUEST_CHECKSUM_CALCULATION=
 when_required`` (without it RGW 16 answers its uploads 411); s3kv needs nothing.
 Results also go to ``--json`` and, where matplotlib is installed (the ``bench`` extra),
-a chart to ``--chart``.
+a chart to ``--chart``. It refuses to run on a loaded machine, and marks rows whose runs
+disagree (bench/_trust.py).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
+
+import _trust  # noqa: E402
 
 KiB, MiB, GiB = 1024, 1024 * 1024, 1024**3
 SIZES = (256 * KiB, 1 * MiB, 2 * MiB)
@@ -213,7 +216,8 @@ class Bench:
             name: {"n": len(s), "p50": pct(s, 0.5), "p99": pct(s, 0.99), "max": max(s)}
             for name in CALLS if (s := self.timer.samples[name])
         }
-        return out
+        return _trust.mark(out, {f"{w}_mib_s": self.mib_s[w] for w in ("store", "load")}
+                           | {f"{w}_cpu_s_per_gib": self.cpu_s_gib[w] for w in ("store", "load")})
 
     def close(self) -> None:
         self.tier.shutdown()
@@ -311,7 +315,7 @@ def markdown(doc: dict[str, Any]) -> str:
     for r in doc["rows"]:
         calls = r["calls_us"]
         lines.append(
-            f"| {r['server']} | {r['block_bytes'] // KiB} KiB | {r['tier']} "
+            f"| {r['server']} | {r['block_bytes'] // KiB} KiB | {r['tier']}{_trust.flag(r)} "
             f"| {r['store_mib_s']:.0f} | {r['load_mib_s']:.0f} "
             f"| {r['store_cpu_s_per_gib']:.2f} | {r['load_cpu_s_per_gib']:.2f} | "
             + " | ".join(
@@ -320,7 +324,12 @@ def markdown(doc: dict[str, Any]) -> str:
             )
             + " |"
         )
-    return "\n".join(lines)
+    notes = _trust.notes(doc, doc["rows"], _label)
+    return "\n".join(lines + (["", *notes] if notes else []))
+
+
+def _label(r: dict[str, Any]) -> str:
+    return f"{r['server']} {r['block_bytes'] // KiB} KiB {r['tier']}"
 
 
 def chart(doc: dict[str, Any], path: Path) -> Path:
@@ -337,6 +346,8 @@ def chart(doc: dict[str, Any], path: Path) -> Path:
             f"{meta['runs']} interleaved runs, {meta['threads']} I/O threads each, loads checked "
             f"byte for byte; both tiers built by vLLM 0.33.0's SecondaryTierFactory.\n"
             f"Machine: {meta['machine']}. Command: python {meta['command']}"
+            + "".join(f"\n{n}" for n in _trust.notes(doc, rows, _label,
+                                                     metrics=["store_mib_s", "load_mib_s"]))
         ),
         nrows=2, ncols=len(names), size=(4.5 * len(names), 7.5),
     )  # fmt: skip
@@ -351,7 +362,7 @@ def chart(doc: dict[str, Any], path: Path) -> Path:
             grouped_bars(axes[row * len(names) + col], groups=[f"{b // KiB} KiB" for b in SIZES],
                          series=series, ylabel=f"{what} MiB/s", title=f"{name}: {what}",
                          legend=row == 0 and col == 0)  # fmt: skip
-    return save(fig, path, footer_lines=3)
+    return save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -365,10 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=16, help="I/O threads of each tier")
     p.add_argument("--no-freeze", action="store_true",
                    help="skip vLLM's freeze_gc_heap() after building the tiers")
-    p.add_argument("--json", type=Path, default=ROOT / "docs/img/vllm-tier.json")
-    p.add_argument("--chart", type=Path, default=ROOT / "docs/img/vllm-tier.png")
+    p.add_argument("--json", type=Path, default=Path("vllm-tier.json"))
+    p.add_argument("--chart", type=Path, default=Path("vllm-tier.png"))
     p.add_argument("--redraw", type=Path, metavar="JSON", help="only draw --chart from a JSON")
     p.add_argument("--table", type=Path, metavar="JSON", help="only print a JSON's table")
+    _trust.add_arguments(p)
     args = p.parse_args(argv)
     if args.redraw:
         print(chart(json.loads(args.redraw.read_text()), args.chart))
@@ -376,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print(markdown(json.loads(args.table.read_text())))
         return 0
+    trust = _trust.gate(args)
     args.tiers = args.tiers.split(",")
     args.sizes = [int(k) * KiB for k in args.sizes.split(",")]
     os.environ.update({"AWS_EC2_METADATA_DISABLED": "true", "AWS_REGION": "us-east-1"})
@@ -396,10 +409,11 @@ def main(argv: list[str] | None = None) -> int:
             "gc_freeze": not args.no_freeze,
             "cpus": os.cpu_count(), "python": platform.python_version(),
             "versions": {n: metadata.version(n) for n in ("vllm", "nixl", "s3kv", "awscrt")},
-            "machine": machine(),
+            "machine": machine(shared=trust["loaded"]),
         },
         "rows": rows,
     }
+    _trust.stamp(doc, trust)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.json}")

@@ -168,14 +168,29 @@ def ensure_bucket(settings: S3Settings, bucket: str) -> None:
 def run_demo(
     settings: S3Settings,
     *,
+    endpoint_url: str | None = None,
     bucket: str = "s3kv-demo",
     prefix: str = "kv",
     blocks: int = 64,
     say: Callable[[str], None] = lambda _: None,
 ) -> DemoReport:
-    """Push, list, verify and pull a synthetic cache; embedded endpoint if none is set."""
+    """Push, list, verify and pull a synthetic cache.
+
+    The demo writes only where it is told: to ``endpoint_url`` when given (the caller
+    named it), else to an embedded endpoint it starts on 127.0.0.1 and stops. An endpoint
+    in ``settings`` (from ``S3KV_ENDPOINT_URL``/``AWS_ENDPOINT_URL`` or a profile) is
+    ignored, and said so: a demo must never create buckets on a store someone merely
+    configured.
+    """
+    if endpoint_url is not None:
+        named = settings.model_copy(update={"endpoint_url": endpoint_url})
+        return _run(named, False, bucket, prefix, blocks, say)
     if settings.endpoint_url is not None:
-        return _run(settings, False, bucket, prefix, blocks, say)
+        say(
+            f"ignoring the configured endpoint {settings.endpoint_url} (environment or "
+            "profile): the demo writes only to an endpoint it starts, or one given with "
+            "--endpoint-url"
+        )
     with embedded_s3() as url:
         say(f"started an embedded S3 endpoint (moto) at {url}")
         local = settings.model_copy(

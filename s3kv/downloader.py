@@ -24,7 +24,7 @@ from s3kv.namespace import Namespace
 from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
-from s3kv.stores import Cancel, ObjectInfo
+from s3kv.stores import Cancel, LocalStore, ObjectInfo
 from s3kv.transfer import Transfer, as_bytes_view, offload_key_of, refuse_duplicates
 
 INTEGRITY_RETRIES = 1
@@ -42,8 +42,9 @@ class Downloader(Transfer):
     block in a directory) cannot be verified, only size-checked: every block of a
     namespace has one size (the CPU row stride), taken from the caller's buffer, else
     from ``block_size_bytes``, else learned from the first block whose checksum this
-    Downloader verified. A 0-byte block is never valid. Such blocks are reported done
-    and listed in the report's ``unverified_keys``.
+    Downloader verified. A 0-byte block is never valid. Such blocks read from S3 are
+    reported done and listed in the report's ``unverified_keys`` (a directory records no
+    checksum by design: its blocks are not counted).
     """
 
     def __init__(
@@ -278,9 +279,10 @@ class Downloader(Transfer):
             expected = len(view) if data is None else self.block_size_bytes
             integrity.check_size(len(view), expected, where=where)
         self.presence.put(object_key, True)
-        return BlockResult(
-            key, "done", nbytes=info.size, verified=info.checksum is not None, data=data
-        )
+        # "unverified" is a block read from S3 without its recorded checksum; a directory
+        # records none by design, so its blocks are never counted (docs/operations.md).
+        verified = info.checksum is not None or isinstance(self.store, LocalStore)
+        return BlockResult(key, "done", nbytes=info.size, verified=verified, data=data)
 
     def get_range(self, key: Any, *, start: int, end: int | None = None) -> bytes:
         """Bytes ``[start, end)`` of one block (``end`` exclusive; None: to the end).

@@ -29,6 +29,7 @@ can catch either the s3kv class or the matching built-in::
     │   └── ChecksumMismatchError
     ├── TransferError                          a batch finished with failed blocks
     │   └── TransferCancelledError
+    ├── NothingMatchedError (LookupError)      a location, namespace or rank matched nothing
     └── ClosedError (RuntimeError)             an Uploader/Downloader used after close()
 
 Store errors are translated from botocore/OS errors in one place (``s3kv.stores.errors``).
@@ -142,6 +143,17 @@ class TransferCancelledError(TransferError):
     """A batch transfer was cancelled before it finished."""
 
 
+class NothingMatchedError(S3KVError, LookupError):
+    """A location holds no namespace, or a ``--namespace``/``--rank`` filter matched none.
+
+    ``suggestions`` holds what the caller may have meant (the closest matches), best first.
+    """
+
+    def __init__(self, message: str, *, suggestions: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.suggestions = suggestions
+
+
 class ClosedError(S3KVError, RuntimeError):
     """An Uploader or Downloader was used after ``close()``."""
 
@@ -150,3 +162,8 @@ def describe_value(value: object, limit: int = 80) -> str:
     """A short repr for error messages (long values are cut)."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 namespace``, ``2 namespaces``: a count and its noun, agreeing."""
+    return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"

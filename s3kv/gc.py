@@ -21,6 +21,11 @@ Incomplete multipart uploads older than ``uploads_older_than`` seconds are abort
 Temp files of writes that died between write and rename (``<block>.bin_<token>.tmp``,
 older than :data:`~s3kv.listing.STALE_TEMP_SECONDS`) are never data: every run removes
 them, whatever the age or budget asked for. Younger ones are writes in progress.
+
+The location means what it means for every command (:mod:`s3kv.scope`): caches nested
+below it are not touched, and a location that holds no namespace is an error naming what
+was probably meant (``allow_empty`` accepts one with nothing at all under it); with
+``max_bytes`` the check runs on the first pass, before anything is deleted.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ from datetime import datetime, timedelta, timezone
 from s3kv.errors import InvalidInputError, S3KVError
 from s3kv.listing import STALE_TEMP_SECONDS, Entry, list_root, walk
 from s3kv.location import Location, parse_location
+from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
+from s3kv.scope import Census, NestedCache
 from s3kv.settings import S3Settings
-from s3kv.stores import LocalStore, MultipartUpload, Store, open_store
+from s3kv.stores import MultipartUpload, Store, open_store
 from s3kv.stores.base import DELETE_BATCH
 
 DEFAULT_UPLOADS_OLDER_THAN = 24 * 3600.0
@@ -60,9 +67,8 @@ class GCReport:
     stray_keys: int = 0
     delete_requests: int = 0
     temp_files_deleted: int = 0
-    unverified: int = 0
-    """Blocks kept with no recorded checksum, as far as the listing tells (as ``s3kv
-    ls``): every block in a directory, on S3 those of namespaces without a manifest."""
+    nested: tuple[NestedCache, ...] = ()
+    """Caches nested below the location: not part of it, never touched."""
 
     @property
     def ok(self) -> bool:
@@ -79,6 +85,8 @@ def gc(
     dry_run: bool = False,
     now: datetime | None = None,
     settings: S3Settings | None = None,
+    allow_empty: bool = False,
+    on_progress: ProgressCallback | None = None,
 ) -> GCReport:
     """Delete blocks older than ``older_than`` seconds and/or beyond ``max_bytes``."""
     if older_than is None and max_bytes is None:
@@ -99,9 +107,12 @@ def gc(
     now = now or datetime.now(timezone.utc)
     store = open_store(loc, settings)
     try:
-        return _GC(loc, store, settings, now, dry_run).run(
-            older_than, max_bytes, uploads_older_than, delete_empty_manifests
-        )
+        job = _GC(loc, store, settings, now, dry_run)
+        job.allow_empty, job.meter = allow_empty, Meter(on_progress, dry_run=dry_run)
+        try:
+            return job.run(older_than, max_bytes, uploads_older_than, delete_empty_manifests)
+        finally:
+            job.meter.finish()  # a last event, Ctrl-C too: what an interrupt reports
     finally:
         store.close()
 
@@ -126,13 +137,20 @@ class _GC:
         """Blocks per namespace folder whose delete failed: they are still there."""
         self.collect_temps = False  # only in the deleting pass
         self.temps = 0
+        self.census = Census(loc)
+        self.allow_empty = False
+        self.meter = Meter(None)
 
     def blocks(self) -> Iterator[tuple[Entry, float]]:
         """(entry, age in seconds) of every block; counts stray keys and manifests."""
         self.stray = 0
         self.manifests: dict[str, str] = {}
-        for entry in walk(self.store, self.loc, exact_prefix=True):
+        self.census = Census(self.loc)  # each pass counts afresh
+        for entry in walk(self.store, self.loc):
+            self.census.add(entry)
             parsed = entry.parsed
+            if entry.nested is not None:
+                continue  # another location's cache: never touched from here
             if parsed is None and entry.temp:
                 when = entry.info.last_modified or self.now
                 if self.collect_temps and (self.now - when).total_seconds() > STALE_TEMP_SECONDS:
@@ -144,6 +162,7 @@ class _GC:
                 self.manifests[parsed.folder] = entry.info.key
             else:
                 when = entry.info.last_modified or self.now
+                self.meter.add(1, entry.info.size)
                 yield entry, (self.now - when).total_seconds()
 
     def run(
@@ -155,6 +174,11 @@ class _GC:
     ) -> GCReport:
         started = time.perf_counter()
         cutoff_minute, cutoff_quota = self._budget(older_than, max_bytes)
+        if max_bytes is not None:  # the first pass listed everything: check before deleting
+            self.census.check(self.store, allow_empty=self.allow_empty)
+            self.meter.start("deleting", blocks=self.census.blocks, nbytes=self.census.bytes)
+        else:
+            self.meter.start("deleting")
         kept = kept_bytes = 0
         left: Counter[str] = Counter()
         self.collect_temps = True
@@ -173,6 +197,8 @@ class _GC:
                 kept, kept_bytes = kept + 1, kept_bytes + size
                 left[entry.parsed.folder] += 1
         self._flush()
+        self.census.check(self.store, allow_empty=self.allow_empty)
+        self.meter.finish()
         manifests_deleted = 0
         if delete_empty_manifests:
             empty = [
@@ -198,11 +224,7 @@ class _GC:
             stray_keys=self.stray,
             delete_requests=self.requests,
             temp_files_deleted=self.temps,
-            unverified=sum(
-                n
-                for folder, n in left.items()
-                if isinstance(self.store, LocalStore) or folder not in self.manifests
-            ),
+            nested=self.census.nested_caches(),
         )
 
     def _minute(self, entry: Entry) -> int:
@@ -250,6 +272,7 @@ class _GC:
                     self.undeleted[folder] += 1
             elif folder:
                 self.deleted, self.freed = self.deleted + 1, self.freed + size
+                self.meter.add(0, 0, size)
 
     def _abort_uploads(self, older_than: float) -> int:
         limit = self.now - timedelta(seconds=older_than)

@@ -1,12 +1,11 @@
 """What a location holds: one row per namespace, from one listing and its manifests.
 
 Namespaces without a manifest (as vLLM's object-store tier leaves them) are shown too,
-named from their folder. Caches nested under deeper prefixes are listed with their prefix.
+named from their folder. Caches nested under deeper prefixes are not part of the location
+(:mod:`s3kv.scope`): they are named in ``nested``, with how many namespaces each holds.
 
-``unverified`` counts blocks that, as far as a listing tells (``ls`` reads no block), carry
-no recorded checksum: every block in a directory (it records none), and on S3 every block
-of a namespace without a manifest (vLLM's object-store tier writes neither; s3kv writes
-the manifest first). ``s3kv verify --deep`` counts them exactly.
+``ls`` reads no block, so it cannot tell which blocks carry a recorded checksum: it does
+not count ``unverified`` ones (``s3kv verify --deep`` does).
 """
 
 from __future__ import annotations
@@ -14,12 +13,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from s3kv.listing import MAX_EXAMPLES, read_manifest, walk
 from s3kv.location import Location, parse_location
 from s3kv.namespace import DIGEST_LENGTH
+from s3kv.progress import Meter, ProgressCallback
+from s3kv.scope import Census, NestedCache
 from s3kv.settings import S3Settings
-from s3kv.stores import LocalStore, open_store
+from s3kv.stores import open_store
+
+ManifestState = Literal["present", "missing", "invalid"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +44,12 @@ class NamespaceSummary:
     bytes: int
     oldest: datetime | None
     newest: datetime | None
-    manifest: bool
+    manifest: ManifestState
+    """``present`` (sound), ``missing``, or ``invalid`` (unreadable, or its fields do not
+    hash to the folder: ``manifest_problem`` says which)."""
     manifest_problem: str = ""
     styles: tuple[str, ...] = ()
     """Key styles seen: ``s3kv`` (vLLM's filesystem and object-store tiers store one layout)."""
-    unverified: int = 0
-    """Blocks with no recorded checksum as far as the listing tells (see the module)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,8 @@ class Inventory:
     stray_keys: int
     stray_examples: tuple[str, ...] = ()
     seconds: float = 0.0
+    nested: tuple[NestedCache, ...] = ()
+    """Caches nested below the location: not part of it (see :mod:`s3kv.scope`)."""
 
     @property
     def blocks(self) -> int:
@@ -63,10 +69,6 @@ class Inventory:
     @property
     def bytes(self) -> int:
         return sum(n.bytes for n in self.namespaces)
-
-    @property
-    def unverified(self) -> int:
-        return sum(n.unverified for n in self.namespaces)
 
 
 @dataclass
@@ -80,20 +82,33 @@ class _Tally:
     manifest: bool = False
 
 
-def inventory(location: str | Location, *, settings: S3Settings | None = None) -> Inventory:
-    """List the namespaces at ``location`` (one listing, then one GET per manifest)."""
+def inventory(
+    location: str | Location,
+    *,
+    settings: S3Settings | None = None,
+    allow_empty: bool = False,
+    on_progress: ProgressCallback | None = None,
+) -> Inventory:
+    """List the namespaces at ``location`` (one listing, then one GET per manifest).
+
+    Raises :class:`s3kv.NothingMatchedError` when the location holds no namespace
+    (unless ``allow_empty`` and nothing at all is there), naming what was meant.
+    """
     loc = location if isinstance(location, Location) else parse_location(location)
     settings = settings if settings is not None else S3Settings.resolve()
     started = time.perf_counter()
     store = open_store(loc, settings)
+    census = Census(loc)
+    meter = Meter(on_progress)
     try:
         tallies: dict[tuple[str, str], _Tally] = {}
         stray = 0
         examples: list[str] = []
-        for entry in walk(store, loc, exact_prefix=False):
+        for entry in walk(store, loc):
+            census.add(entry)
             parsed = entry.parsed
             if parsed is None:
-                if entry.temp:  # a write in progress, or one that died (verify names it)
+                if entry.temp or entry.nested:  # a write in progress; another location
                     continue
                 stray += 1
                 if len(examples) < MAX_EXAMPLES:
@@ -108,12 +123,13 @@ def inventory(location: str | Location, *, settings: S3Settings | None = None) -
             tally.styles.add(parsed.style)
             tally.blocks += 1
             tally.bytes += entry.info.size
+            meter.add(1, entry.info.size)
             when = entry.info.last_modified
             if when is not None:
                 tally.oldest = when if tally.oldest is None else min(tally.oldest, when)
                 tally.newest = when if tally.newest is None else max(tally.newest, when)
+        census.check(store, allow_empty=allow_empty)
         rows = []
-        unrecorded = isinstance(store, LocalStore)  # a directory records no checksum
         for (prefix, folder), tally in sorted(tallies.items()):
             manifest = read_manifest(store, prefix, folder, settings) if tally.manifest else None
             ns = manifest.namespace if manifest is not None else None
@@ -132,12 +148,22 @@ def inventory(location: str | Location, *, settings: S3Settings | None = None) -
                     bytes=tally.bytes,
                     oldest=tally.oldest,
                     newest=tally.newest,
-                    manifest=manifest is not None,
+                    manifest=(
+                        "missing"
+                        if manifest is None
+                        else ("invalid" if manifest.problem else "present")
+                    ),
                     manifest_problem=manifest.problem if manifest is not None else "",
                     styles=tuple(sorted(tally.styles)),
-                    unverified=tally.blocks if unrecorded or not tally.manifest else 0,
                 )
             )
     finally:
         store.close()
-    return Inventory(loc.url, tuple(rows), stray, tuple(examples), time.perf_counter() - started)
+    return Inventory(
+        loc.url,
+        tuple(rows),
+        stray,
+        tuple(examples),
+        time.perf_counter() - started,
+        census.nested_caches(),
+    )

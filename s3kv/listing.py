@@ -1,9 +1,14 @@
 """Walking a cache's listing: every key parsed once, strays set apart, manifests read.
 
-``push``, ``pull``, ``cp``, ``ls``, ``verify`` and ``gc`` all start here. A listing is
-streamed page by page, never held whole, so memory stays flat however many blocks a
-prefix holds. A key is trusted only once :func:`s3kv.parse_key` accepts it; anything
-else is a *stray* key: counted, shown, never copied, never turned into a path.
+``push``, ``pull``, ``cp``, ``ls``, ``verify``, ``gc`` and ``repair`` all start here. A
+listing is streamed page by page, never held whole, so memory stays flat however many
+blocks a prefix holds. A key is trusted only once :func:`s3kv.parse_key` accepts it;
+anything else is a *stray* key: counted, shown, never copied, never turned into a path.
+
+One meaning of a location for every command: it holds the namespaces whose folders sit
+directly under it. A key of a cache nested deeper (``<location>/team/<folder>/...``) is
+in the layout but belongs to another location: it is *nested*, never copied, checked or
+deleted from here, and :mod:`s3kv.scope` names that location.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ class Entry:
     """Not a stray: a temp file of a write in progress, or of one that died before its
     rename (``parsed`` is None). Never copied; ``verify`` names stale ones, ``gc``
     removes them."""
+    nested: ParsedKey | None = None
+    """Not a stray: a key of a cache nested below the location (``parsed`` is None),
+    parsed against its own prefix."""
 
 
 def root_of(prefix: str) -> str:
@@ -52,38 +60,44 @@ def list_root(location: Location) -> str:
     return root_of(location.prefix)
 
 
-def walk(store: Store, location: Location, *, exact_prefix: bool) -> Iterator[Entry]:
+def walk(store: Store, location: Location) -> Iterator[Entry]:
     """Every object under the location, in listing order, parsed.
 
-    With ``exact_prefix`` a key of a cache nested deeper (``prefix/other/<folder>/...``)
-    is stray: copying it would flatten two caches into one.
+    A key of a cache nested deeper (``prefix/other/<folder>/...``) comes back ``nested``,
+    not parsed: copying it would flatten two caches into one, and deleting or checking it
+    from here would act on another location.
     """
     for info in store.list(list_root(location)):
         try:
             parsed = parse_key(info.key)
         except NotAnS3KVKeyError as exc:
-            yield Entry(info, None, str(exc), temp=_is_temp(info.key))
+            target = _temp_target(info.key)
+            if target is not None and target.prefix != location.prefix:
+                yield Entry(info, None, "a temp file of a nested cache", nested=target)
+            else:
+                yield Entry(info, None, str(exc), temp=target is not None)
             continue
-        if exact_prefix and parsed.prefix != location.prefix:
+        if parsed.prefix != location.prefix:
             yield Entry(
                 info,
                 None,
-                f"{info.key!r} belongs to a cache under prefix {parsed.prefix!r}, not "
+                f"{info.key!r} belongs to the cache under prefix {parsed.prefix!r}, not "
                 f"{location.prefix!r}",
+                nested=parsed,
             )
             continue
         yield Entry(info, parsed)
 
 
-def _is_temp(key: str) -> bool:
+def _temp_target(key: str) -> ParsedKey | None:
+    """The parsed key a temp file will be published as; None if ``key`` is no temp file."""
     target = temp_target(key)
     if target is None:
-        return False
+        return None
     try:
-        parse_key(target)
+        return parse_key(target)
     except NotAnS3KVKeyError:
-        return False
-    return True
+        return None
 
 
 def usual_size(sizes: Mapping[int, int]) -> int | None:

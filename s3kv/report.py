@@ -16,8 +16,9 @@ class TransferReport:
 
     A key is in exactly one of ``done``, ``already_present``, ``missing`` or ``failed``.
     A block that failed never shows as done. ``unverified_keys`` is no fifth outcome but
-    a property of some done ones: loaded blocks that carried no recorded checksum (vLLM's
-    object-store tier writes none, nor does a directory), so only their size was checked.
+    a property of some done ones: blocks loaded from S3 that carried no recorded checksum
+    (vLLM's object-store tier writes none), so only their size was checked. A directory
+    records no checksum by design: blocks loaded from one are not counted.
     """
 
     operation: Literal["upload", "download"]
@@ -33,7 +34,8 @@ class TransferReport:
     """Payload bytes moved."""
     seconds: float = 0.0
     unverified: int = 0
-    """Download: how many done blocks carried no recorded checksum (size-checked only)."""
+    """Download: how many done blocks came from S3 without a recorded checksum
+    (size-checked only)."""
     unverified_keys: tuple[builtins.bytes, ...] = ()
     """Download: those blocks (a subset of ``done``)."""
     data: Mapping[builtins.bytes, builtins.bytes] = field(default_factory=dict)

@@ -13,12 +13,20 @@ Every block is held to its namespace and rank's usual size (the most common one,
 one listing of that rank's folder): a larger object is failed without being read (a
 foreign object under a block key must not fill memory), and a block is read no larger
 than listed. A block whose source records no checksum (vLLM's object-store tier, another
-client, any directory) must have exactly that size, and is counted ``unverified``. A
+client, any directory) must have exactly that size; one read from S3 is counted
+``unverified`` (a directory records no checksum by design: its blocks are not). A
 checksum mismatch is read once more (it may have been damaged on the wire); a second
 one is damage. A destination block of the right size counts as already present, unless
-both sides record checksums and they differ. A namespace whose manifest cannot be
-written (a folder that cannot be made) is reported failed with the reason, and the sync
-goes on with the others.
+both sides record checksums and they differ; with ``checksum`` it is read and compared
+too. A destination block that fails its check (of another size, or, with ``checksum``,
+differing from a verified source) is replaced from a source block that passes its own
+(:mod:`s3kv.damage`: ``If-Match`` on S3, re-check and rename in a directory). A
+namespace whose manifest cannot be written (a folder that cannot be made) is reported
+failed with the reason, and the sync goes on with the others.
+
+The source is listed twice: first to count (the totals progress shows, and the check
+that the location and the filters match something, before anything is written:
+:class:`s3kv.scope.Census`), then to copy.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from s3kv import integrity
+from s3kv import damage, integrity
 from s3kv.errors import (
     AccessDeniedError,
     BucketNotFoundError,
@@ -58,7 +66,9 @@ from s3kv.listing import (
 )
 from s3kv.location import Location, parse_location
 from s3kv.parse import ParsedKey, parse_key
+from s3kv.progress import Meter, Progress, ProgressCallback
 from s3kv.retry import with_retries
+from s3kv.scope import Census, NestedCache
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, S3Store, Store, open_store
 from s3kv.transfer import BLOCK_TAGS
@@ -66,6 +76,8 @@ from s3kv.writes import prove_create_only, put_create_only, write_id
 
 MAX_FAILURES_KEPT = 1000
 """Failed blocks named in a report (all are counted)."""
+
+_Outcome = Literal["copied", "already_present", "replaced"]
 
 ManifestStatus = Literal[
     "copied", "present", "would-copy", "missing", "invalid", "conflict", "failed"
@@ -86,6 +98,11 @@ class SyncOptions:
     dry_run: bool = False
     concurrency: int | None = None
     """Blocks in flight at once; default: the destination settings' concurrency."""
+    checksum: bool = False
+    """Compare existing destination blocks by checksum too (reading them), not only by
+    size, and replace those that fail their check from the source."""
+    allow_empty: bool = False
+    """A source with nothing at all under it is no error (see :mod:`s3kv.scope`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +119,14 @@ class NamespaceSync:
     bytes: int = 0
     problem: str = ""
     unverified: int = 0
-    """Copied blocks whose source recorded no checksum (size-checked only)."""
+    """Copied blocks read from S3 without a recorded checksum (size-checked only)."""
+    replaced: int = 0
+    """Destination blocks that failed their check, replaced from the source (would be,
+    in a dry run)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SyncProgress:
-    """Where a running sync is (passed to ``on_progress``)."""
-
-    blocks_done: int
-    blocks_listed: int
-    bytes: int
-    listing_done: bool
-    seconds: float
+SyncProgress = Progress
+"""The events ``on_progress`` receives (:class:`s3kv.progress.Progress`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +150,12 @@ class SyncReport:
     dry_run: bool = False
     destination_listings: int = 0
     unverified: int = 0
-    """Of ``copied``: blocks whose source recorded no checksum, so only their size was
-    checked. They do not make ``ok`` false."""
+    """Of ``copied``: blocks read from S3 that carried no recorded checksum, so only their
+    size was checked. They do not make ``ok`` false."""
+    replaced: int = 0
+    """Destination blocks that failed their check, replaced from the source."""
+    nested: tuple[NestedCache, ...] = ()
+    """Caches nested below the source: not part of it, left out (see :mod:`s3kv.scope`)."""
 
     @property
     def ok(self) -> bool:
@@ -159,7 +176,7 @@ def sync(
     settings: S3Settings | None = None,
     source_settings: S3Settings | None = None,
     options: SyncOptions | None = None,
-    on_progress: Callable[[SyncProgress], None] | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> SyncReport:
     """Copy every namespace (manifest, then blocks) from ``source`` to ``destination``."""
     src_loc = source if isinstance(source, Location) else parse_location(source)
@@ -179,7 +196,10 @@ def sync(
             options or SyncOptions(),
             on_progress,
         )
-        return job.run()
+        try:
+            return job.run()
+        finally:
+            job.meter.finish()  # a last event, Ctrl-C too: what an interrupt reports
     finally:
         src.close()
         dst.close()
@@ -195,16 +215,18 @@ class _Sync:
         src_settings: S3Settings,
         dst_settings: S3Settings,
         options: SyncOptions,
-        on_progress: Callable[[SyncProgress], None] | None,
+        on_progress: ProgressCallback | None,
     ) -> None:
         self.src_loc, self.dst_loc, self.src, self.dst = src_loc, dst_loc, src, dst
         self.src_settings, self.settings, self.options = src_settings, dst_settings, options
-        self.on_progress = on_progress
+        self.meter = Meter(on_progress, dry_run=options.dry_run)
         self.server_side = (
             isinstance(src, S3Store) and isinstance(dst, S3Store) and src.endpoint == dst.endpoint
         )
         # Only S3 objects record checksums; a directory records none.
         self.compare_checksums = isinstance(src, S3Store) and isinstance(dst, S3Store)
+        self.src_records_checksums = isinstance(src, S3Store)
+        self.census = Census(src_loc, namespaces=options.namespaces, ranks=options.ranks)
         self.sizes: dict[str, int | None] = {}  # rank folder key prefix -> its usual size
         self.sizes_lock = threading.Lock()
         self.dst_root = root_of(dst_loc.prefix)
@@ -214,7 +236,6 @@ class _Sync:
         self.lock = threading.Lock()
         self.stray = 0
         self.stray_examples: list[str] = []
-        self.listed = self.done = self.nbytes = 0
         self.started = time.perf_counter()
         self.proven = False  # the destination honours If-None-Match (see s3kv.writes)
         concurrency = options.concurrency or dst_settings.concurrency
@@ -223,82 +244,87 @@ class _Sync:
         self.slots = threading.BoundedSemaphore(concurrency * 2)
 
     def run(self) -> SyncReport:
+        # Pass 1: count, and refuse a location or filter that matches nothing before
+        # anything is written.
+        for entry in walk(self.src, self.src_loc):
+            if self.census.add(entry) and entry.parsed and entry.parsed.kind == "block":
+                self.meter.add(1, entry.info.size)
+        self.census.check(self.src, allow_empty=self.options.allow_empty)
+        self.meter.start("copying", blocks=self.census.blocks, nbytes=self.census.bytes)
         try:
-            for entry in walk(self.src, self.src_loc, exact_prefix=True):
+            for entry in walk(self.src, self.src_loc):
                 if entry.parsed is None:
-                    if entry.temp:  # a write in progress (or one that died), not a stray
+                    if entry.temp or entry.nested:  # a write in progress; another cache
                         continue
                     self.stray += 1
                     if len(self.stray_examples) < MAX_EXAMPLES:
                         self.stray_examples.append(entry.info.key)
                     continue
-                self._visit(entry, entry.parsed)
+                if self.census.wants(entry.parsed):
+                    self._visit(entry, entry.parsed)
             self.pool.shutdown(wait=True)
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
-        self._progress(listing_done=True)
+        self.meter.finish()
         return self._report()
 
-    def _wanted(self, parsed: ParsedKey) -> bool:
-        wanted = self.options.namespaces
-        return not wanted or parsed.folder in wanted or parsed.digest in wanted
-
     def _visit(self, entry: Entry, parsed: ParsedKey) -> None:
-        if not self._wanted(parsed):
-            return
         state = self.namespaces.get(parsed.folder) or self._prepare(parsed)
         if parsed.kind != "block":
             return
-        if self.options.ranks and parsed.rank not in self.options.ranks:
-            return
-        self.listed += 1
+        size = entry.info.size
         relative = parsed.relative_path
         if state.manifest == "failed":
             self._fail(
                 parsed.folder,
                 self.dst_root + relative,
                 f"not copied: the namespace's manifest could not be written ({state.problem})",
+                size=size,
             )
             return
         if state.manifest in ("invalid", "conflict") or (
             state.manifest == "missing" and not self.options.allow_missing_manifest
         ):
-            self._count(parsed.folder, skipped=1)
+            self._count(parsed.folder, size=size, skipped=1)
             return
         usual = self._usual_size(entry.info.key)
-        if usual is not None and entry.info.size > usual:
+        if usual is not None and size > usual:
             self._fail(
                 parsed.folder,
                 self.dst_root + relative,
-                f"{self.src_loc.url_for(entry.info.key)}: {entry.info.size} bytes, larger than "
-                f"the {usual} bytes of its namespace's other rank-{parsed.rank} blocks: a "
-                "foreign or damaged object; not read. Run 's3kv verify' on the source",
+                f"{self.src_loc.url_for(entry.info.key)}: {size} bytes, larger than the "
+                f"{usual} bytes of its namespace's other rank-{parsed.rank} blocks: a foreign "
+                "or damaged object; not read. Run 's3kv verify' on the source",
+                size=size,
             )
             return
         present_size = self.presence.size_of(relative)
+        dst_key = self.dst_root + relative
         if present_size is not None:
-            if present_size == entry.info.size and self.compare_checksums:
-                self.slots.acquire()
-                future = self.pool.submit(self._confirm, entry.info.key, self.dst_root + relative)
-                future.add_done_callback(self._collector(parsed.folder, self.dst_root + relative))
-            elif present_size == entry.info.size:
-                self._count(parsed.folder, already_present=1)
+            if present_size != size or self.options.checksum:
+                # Another size (or, asked, another checksum): replace it if it fails its check
+                self._submit(parsed.folder, dst_key, size, self._mend, entry.info.key, dst_key)
+            elif self.compare_checksums:
+                self._submit(parsed.folder, dst_key, size, self._confirmed, entry.info.key, dst_key)
             else:
-                self._fail(
-                    parsed.folder,
-                    self.dst_root + relative,
-                    f"exists with {present_size} bytes, the source has "
-                    f"{entry.info.size}; run 's3kv verify' on the destination",
-                )
+                self._count(parsed.folder, size=size, already_present=1)
             return
         if self.options.dry_run:
-            self._count(parsed.folder, copied=1, bytes=entry.info.size)
+            self._count(parsed.folder, size=size, copied=1, bytes=size)
             return
+        self._submit(parsed.folder, dst_key, size, self._copied, entry.info.key, dst_key, size)
+
+    def _submit(
+        self,
+        folder: str,
+        dst_key: str,
+        size: int,
+        task: Callable[..., tuple[_Outcome, int, bool]],
+        *args: object,
+    ) -> None:
         self.slots.acquire()
-        future = self.pool.submit(
-            self._copy, entry.info.key, self.dst_root + relative, entry.info.size
-        )
-        future.add_done_callback(self._collector(parsed.folder, self.dst_root + relative))
+        future = self.pool.submit(task, *args)
+        future.add_done_callback(self._collector(folder, dst_key, size))
 
     # -- manifests --------------------------------------------------------------------
 
@@ -408,6 +434,32 @@ class _Sync:
         created = put_create_only(self.dst, dst_key, data, options, self.settings)
         return created, len(data) if created else 0, created and recorded is None
 
+    def _copied(self, src_key: str, dst_key: str, size: int) -> tuple[_Outcome, int, bool]:
+        created, nbytes, unverified = self._copy(src_key, dst_key, size)
+        unverified = unverified and self.src_records_checksums
+        return ("copied" if created else "already_present"), nbytes, unverified
+
+    def _confirmed(self, src_key: str, dst_key: str) -> tuple[_Outcome, int, bool]:
+        self._confirm(src_key, dst_key)
+        return "already_present", 0, False
+
+    def _mend(self, src_key: str, dst_key: str) -> tuple[_Outcome, int, bool]:
+        """A destination block of another size, or any with ``checksum``: see
+        :func:`s3kv.damage.mend`."""
+        outcome, nbytes, unverified = damage.mend(
+            self.src,
+            self.src_loc.url_for(src_key),
+            src_key,
+            self.dst,
+            self.dst_loc.url_for(dst_key),
+            dst_key,
+            usual=self._usual_size(src_key),
+            src_settings=self.src_settings,
+            dst_settings=self.settings,
+            dry_run=self.options.dry_run,
+        )
+        return outcome, nbytes, unverified and self.src_records_checksums
+
     def _confirm(self, src_key: str, dst_key: str) -> tuple[bool, int, bool]:
         """A destination block of the right size: already present, unless both sides
         record checksums and they differ (raises :class:`ChecksumMismatchError`)."""
@@ -440,53 +492,42 @@ class _Sync:
             return self.sizes[folder]
 
     def _collector(
-        self, folder: str, dst_key: str
-    ) -> Callable[[Future[tuple[bool, int, bool]]], None]:
-        def done(future: Future[tuple[bool, int, bool]]) -> None:
+        self, folder: str, dst_key: str, size: int
+    ) -> Callable[[Future[tuple[_Outcome, int, bool]]], None]:
+        def done(future: Future[tuple[_Outcome, int, bool]]) -> None:
             self.slots.release()
+            if future.cancelled():  # interrupted before it started: not done, not failed
+                return
             try:
-                created, nbytes, unverified = future.result()
+                outcome, nbytes, unverified = future.result()
             except S3KVError as exc:
-                self._fail(folder, dst_key, str(exc))
+                self._fail(folder, dst_key, str(exc), size=size)
             except Exception as exc:  # a bug must not lose the block: report it
-                self._fail(folder, dst_key, f"unexpected {type(exc).__name__}: {exc}")
+                self._fail(folder, dst_key, f"unexpected {type(exc).__name__}: {exc}", size=size)
             else:
-                if created:
-                    self._count(folder, copied=1, bytes=nbytes, unverified=int(unverified))
+                if outcome == "already_present":
+                    self._count(folder, size=size, already_present=1)
                 else:
-                    self._count(folder, already_present=1)
+                    counts = {outcome: 1, "bytes": nbytes, "unverified": int(unverified)}
+                    self._count(folder, size=size, **counts)
 
         return done
 
     # -- bookkeeping ------------------------------------------------------------------
 
-    def _fail(self, folder: str, key: str, reason: str) -> None:
+    def _fail(self, folder: str, key: str, reason: str, *, size: int = 0) -> None:
         with self.lock:
             if len(self.failures) < MAX_FAILURES_KEPT:
                 self.failures[key] = reason
-        self._count(folder, failed=1)
+        self._count(folder, size=size, failed=1)
 
-    def _count(self, folder: str, **deltas: int) -> None:
+    def _count(self, folder: str, *, size: int, **deltas: int) -> None:
         with self.lock:
             state = self.namespaces[folder]
             self.namespaces[folder] = replace(
                 state, **{k: getattr(state, k) + v for k, v in deltas.items()}
             )
-            self.done += 1
-            self.nbytes += deltas.get("bytes", 0)
-        self._progress(listing_done=False)
-
-    def _progress(self, *, listing_done: bool) -> None:
-        if self.on_progress is not None:
-            self.on_progress(
-                SyncProgress(
-                    self.done,
-                    self.listed,
-                    self.nbytes,
-                    listing_done,
-                    time.perf_counter() - self.started,
-                )
-            )
+        self.meter.add(1, size, deltas.get("bytes", 0))
 
     def _report(self) -> SyncReport:
         states = tuple(self.namespaces[k] for k in sorted(self.namespaces))
@@ -507,4 +548,6 @@ class _Sync:
             dry_run=self.options.dry_run,
             destination_listings=self.presence.listings,
             unverified=sum(s.unverified for s in states),
+            replaced=sum(s.replaced for s in states),
+            nested=self.census.nested_caches(),
         )

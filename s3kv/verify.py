@@ -3,15 +3,19 @@
 One listing gives keys and sizes: every key must parse; every manifest must hash to its
 folder's digest; blocks of one namespace and rank are rows of one CPU-tier tensor, so
 they share a size, and a block of another size (fewer than the majority) is short or
-corrupt. ``deep`` then reads every block (a second listing, once the usual sizes are
-known) and checks the checksum recorded when it was stored: never more bytes than
-listed, and a block larger than its rank's usual size is not read at all (its
-``size-mismatch`` finding says enough). A checksum mismatch is read once more before it
-is a finding: one on the wire only is not blamed on the object.
+corrupt. ``deep`` reads every block and checks the checksum recorded when it was stored.
 Blocks of a namespace without a manifest are orphans. A 0-byte block is never valid.
 A temp file of a write that died before its rename (older than
 :data:`~s3kv.listing.STALE_TEMP_SECONDS`) is a ``stale-temp`` finding, which ``s3kv gc``
 removes; a younger one is a write in progress and is left alone.
+
+The location means what it means for every command (:mod:`s3kv.scope`): a location that
+holds no namespace is an error naming what was probably meant (``allow_empty`` accepts
+one with nothing at all under it). ``deep`` lists first (every check above), then reads
+the blocks with their count and bytes known, so progress has a total. A deep read takes
+never more bytes than listed, and a block larger than its rank's usual size is not read
+at all (its ``size-mismatch`` finding says enough). A checksum mismatch is read once
+more before it is a finding: one on the wire only is not blamed on the object.
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ from s3kv import integrity
 from s3kv.errors import IntegrityError, S3KVError
 from s3kv.listing import STALE_TEMP_SECONDS, read_manifest, usual_size, walk
 from s3kv.location import Location, parse_location
+from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
+from s3kv.scope import Census, NestedCache
 from s3kv.settings import S3Settings
-from s3kv.stores import LocalStore, ObjectInfo, Store, open_store
+from s3kv.stores import ObjectInfo, S3Store, Store, open_store
 
 FindingKind = Literal[
     "stray-key",
@@ -56,6 +62,15 @@ class Finding:
 
 
 @dataclass(frozen=True, slots=True)
+class NamespaceCheck:
+    """One namespace as ``verify`` saw it."""
+
+    folder: str
+    blocks: int
+    manifest: Literal["present", "missing", "invalid"]
+
+
+@dataclass(frozen=True, slots=True)
 class VerifyReport:
     location: str
     namespaces: int
@@ -66,11 +81,15 @@ class VerifyReport:
     deep: bool = False
     blocks_read: int = 0
     bytes_read: int = 0
-    unverified: int = 0
-    """Blocks with no recorded checksum, so size-checked only. Deep: exact, blocks read
-    without one. Otherwise as far as the listing tells (as ``s3kv ls``): every block in a
-    directory, and on S3 the blocks of namespaces without a manifest."""
+    unverified: int | None = None
+    """Deep: blocks read from S3 without a recorded checksum, so size-checked only (a
+    directory records none by design: its blocks are not counted). None without
+    ``deep``: no block was read, so it is not known."""
     seconds: float = 0.0
+    nested: tuple[NestedCache, ...] = ()
+    """Caches nested below the location: not part of it, not checked."""
+    folders: tuple[NamespaceCheck, ...] = ()
+    stray_keys: int = 0
 
     @property
     def ok(self) -> bool:
@@ -97,13 +116,20 @@ def verify(
     settings: S3Settings | None = None,
     deep: bool = False,
     concurrency: int | None = None,
+    allow_empty: bool = False,
+    on_progress: ProgressCallback | None = None,
 ) -> VerifyReport:
     """Check everything at ``location``; see the module docstring for what is checked."""
     loc = location if isinstance(location, Location) else parse_location(location)
     settings = settings if settings is not None else S3Settings.resolve()
     store = open_store(loc, settings)
     try:
-        return _Verify(loc, store, settings, deep, concurrency or settings.concurrency).run()
+        job = _Verify(loc, store, settings, deep, concurrency or settings.concurrency)
+        meter = Meter(on_progress)
+        try:
+            return job.run(allow_empty, meter)
+        finally:
+            meter.finish()  # a last event, Ctrl-C too: what an interrupt reports
     finally:
         store.close()
 
@@ -113,6 +139,9 @@ class _Verify:
         self, loc: Location, store: Store, settings: S3Settings, deep: bool, concurrency: int
     ) -> None:
         self.loc, self.store, self.settings, self.deep = loc, store, settings, deep
+        self.meter = Meter(None)
+        self.census = Census(loc)
+        self.records_checksums = isinstance(store, S3Store)
         self.findings: list[Finding] = []
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()
@@ -126,41 +155,45 @@ class _Verify:
             if self.counts[kind] <= MAX_FINDINGS_PER_KIND:
                 self.findings.append(Finding(kind, key, message))
 
-    def run(self) -> VerifyReport:
+    def run(self, allow_empty: bool, meter: Meter) -> VerifyReport:
         started = time.perf_counter()
-        spaces: dict[tuple[str, str], _Namespace] = {}
-        blocks = 0
-        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="s3kv-verify") as pool:
-            for entry in walk(self.store, self.loc, exact_prefix=False):
-                parsed = entry.parsed
-                if parsed is None:
-                    if entry.temp:
-                        self._temp(entry.info)
-                    else:
-                        self.add("stray-key", entry.info.key, entry.reason)
-                    continue
-                ns = spaces.setdefault((parsed.prefix, parsed.folder), _Namespace())
-                if parsed.kind == "manifest":
-                    ns.manifests.append(entry.info.key)
-                    continue
-                assert parsed.rank is not None
-                blocks += 1
-                ns.blocks += 1
-                rank = ns.ranks.setdefault(parsed.rank, _Rank())
-                size = entry.info.size
-                rank.sizes[size] += 1
-                keys = rank.keys.setdefault(size, [])
-                if len(keys) < MAX_KEYS_PER_SIZE:
-                    keys.append(entry.info.key)
-            if self.deep:
-                self._read_all(pool, spaces)
-        for (prefix, folder), ns in sorted(spaces.items()):
-            self._check_namespace(prefix, folder, ns)
-        if not self.deep:
-            unrecorded = isinstance(self.store, LocalStore)  # a directory records none
-            self.unverified = sum(
-                ns.blocks for ns in spaces.values() if unrecorded or not ns.manifests
-            )
+        self.meter = meter
+        spaces: dict[str, _Namespace] = {}
+        blocks = total_bytes = stray = 0
+        for entry in walk(self.store, self.loc):
+            self.census.add(entry)
+            parsed = entry.parsed
+            if parsed is None:
+                if entry.temp:
+                    self._temp(entry.info)
+                elif entry.nested is None:  # a nested cache is another location's
+                    stray += 1
+                    self.add("stray-key", entry.info.key, entry.reason)
+                continue
+            ns = spaces.setdefault(parsed.folder, _Namespace())
+            if parsed.kind == "manifest":
+                ns.manifests.append(entry.info.key)
+                continue
+            assert parsed.rank is not None
+            blocks += 1
+            ns.blocks += 1
+            rank = ns.ranks.setdefault(parsed.rank, _Rank())
+            size = entry.info.size
+            total_bytes += size
+            rank.sizes[size] += 1
+            keys = rank.keys.setdefault(size, [])
+            if len(keys) < MAX_KEYS_PER_SIZE:
+                keys.append(entry.info.key)
+            self.meter.add(1, size)
+        self.census.check(self.store, allow_empty=allow_empty)
+        folders = tuple(
+            self._check_namespace(self.loc.prefix, folder, ns)
+            for folder, ns in sorted(spaces.items())
+        )
+        if self.deep:
+            self.meter.start("checking", blocks=blocks, nbytes=total_bytes)
+            self._read_all(spaces)
+        self.meter.finish()
         return VerifyReport(
             location=self.loc.url,
             namespaces=len(spaces),
@@ -170,12 +203,39 @@ class _Verify:
             deep=self.deep,
             blocks_read=self.read,
             bytes_read=self.read_bytes,
-            unverified=self.unverified,
+            unverified=self.unverified if self.deep else None,
             seconds=time.perf_counter() - started,
+            nested=self.census.nested_caches(),
+            folders=folders,
+            stray_keys=stray,
         )
 
-    def _check_namespace(self, prefix: str, folder: str, ns: _Namespace) -> None:
+    def _read_all(self, spaces: dict[str, _Namespace]) -> None:
+        """Read every block of the location, a bounded number at a time; none larger
+        than its rank's usual size (a size-mismatch finding, never read into memory)."""
+        usual = {
+            (folder, rank_no): usual_size(rank.sizes)
+            for folder, ns in spaces.items()
+            for rank_no, rank in ns.ranks.items()
+        }
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="s3kv-verify") as pool:
+            for entry in walk(self.store, self.loc):
+                parsed = entry.parsed
+                if parsed is None or parsed.kind != "block" or parsed.rank is None:
+                    continue
+                limit = usual.get((parsed.folder, parsed.rank))
+                if limit is not None and entry.info.size > limit:
+                    self.meter.add(1)
+                    continue
+                self.slots.acquire()
+                future = pool.submit(self._read, entry.info.key, entry.info.size)
+                future.add_done_callback(lambda _: self.slots.release())
+
+    def _check_namespace(self, prefix: str, folder: str, ns: _Namespace) -> NamespaceCheck:
         where = f"{prefix}/{folder}" if prefix else folder
+        state: Literal["present", "missing", "invalid"] = (
+            "present" if ns.manifests else "missing"
+        )
         # Each manifest as listed: the key pull would read is one of them.
         for key in ns.manifests:
             manifest = read_manifest(self.store, prefix, folder, self.settings, key=key)
@@ -184,6 +244,7 @@ class _Verify:
                     "manifest-invalid" if manifest.namespace is None else "manifest-mismatch"
                 )
                 self.add(kind, manifest.key, manifest.problem)
+                state = "invalid"
         if not ns.manifests and ns.blocks:
             self.add(
                 "orphan",
@@ -213,6 +274,7 @@ class _Verify:
                             f"{rank_no} are {usual} bytes: a short or foreign object"
                         ),
                     )
+        return NamespaceCheck(folder, ns.blocks, state)
 
     def _temp(self, info: ObjectInfo) -> None:
         when = info.last_modified
@@ -224,26 +286,6 @@ class _Verify:
                 info.key,
                 "temp file of a write that died before its rename; 's3kv gc' removes it",
             )
-
-    def _read_all(
-        self, pool: ThreadPoolExecutor, spaces: dict[tuple[str, str], _Namespace]
-    ) -> None:
-        """Deep: read every block no larger than its rank's usual size (listed again)."""
-        usual = {
-            (prefix, folder, rank_no): usual_size(rank.sizes)
-            for (prefix, folder), ns in spaces.items()
-            for rank_no, rank in ns.ranks.items()
-        }
-        for entry in walk(self.store, self.loc, exact_prefix=False):
-            parsed = entry.parsed
-            if parsed is None or parsed.kind != "block" or parsed.rank is None:
-                continue
-            limit = usual.get((parsed.prefix, parsed.folder, parsed.rank))
-            if limit is not None and entry.info.size > limit:
-                continue  # a size-mismatch finding; never read into memory
-            self.slots.acquire()
-            future = pool.submit(self._read, entry.info.key, entry.info.size)
-            future.add_done_callback(lambda _: self.slots.release())
 
     def _read(self, key: str, size: int) -> None:
         where = self.loc.url_for(key)
@@ -257,12 +299,15 @@ class _Verify:
                 integrity.verified(info.checksum, data, lambda: read()[0], where=where)
         except IntegrityError as exc:
             self.add("checksum-mismatch", key, str(exc))
+            self.meter.add(1)
             return
         except S3KVError as exc:
             self.add("read-failed", key, str(exc))
+            self.meter.add(1)
             return
         with self.lock:
             self.read += 1
             self.read_bytes += len(data)
-            if info.checksum is None:
+            if info.checksum is None and self.records_checksums:
                 self.unverified += 1
+        self.meter.add(1, len(data), len(data))

@@ -6,11 +6,13 @@ Exit codes (also in ``s3kv --help``):
 * 1  the command ran and found problems (verify findings, blocks that failed to transfer,
      an unreadable manifest, keys refused as stray)
 * 2  bad usage or invalid input (flags, locations, namespaces, keys)
-* 3  not found (bucket, manifest, directory)
+* 3  not found (bucket, object, manifest file)
 * 4  access denied
 * 5  the store failed (network, throttling past the retry deadline, server errors)
 * 6  integrity error (checksum or size mismatch)
-* 130 interrupted (Ctrl-C)
+* 7  nothing matched: a location with no namespace (``--allow-empty`` accepts an empty
+     one), a ``--namespace`` or ``--rank`` that matches none
+* 130 interrupted (Ctrl-C); the message says what was done and how to resume
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import io
 import sys
 from collections.abc import Sequence
 
-from s3kv.cli.app import build_parser, run
+from s3kv.cli.app import build_parser, parse, run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 errors="surrogateescape" if stream is sys.stdout else "backslashreplace"
             )
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, sys.argv[1:] if argv is None else list(argv))
     return run(parser, args)
 
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from s3kv.cli.options import add_common, add_connection, settings_from_args
-from s3kv.cli.progress import summary
+from s3kv.cli import jsondoc
+from s3kv.cli.options import add_allow_empty, add_common, add_connection, settings_from_args
+from s3kv.cli.progress import summary, watching
+from s3kv.cli.syncing import print_nested
 from s3kv.cli.units import flag_type, format_bytes, parse_duration, parse_size
-from s3kv.errors import InvalidInputError
-from s3kv.gc import DEFAULT_UPLOADS_OLDER_THAN, gc
+from s3kv.errors import InvalidInputError, plural
+from s3kv.gc import DEFAULT_UPLOADS_OLDER_THAN, GCReport, gc
 
 EXAMPLES = """\
 examples:
@@ -30,6 +30,8 @@ Manifests are never deleted while any block of their namespace remains, and by d
 not at all (a writer still running would orphan its new blocks). Incomplete multipart
 uploads older than --abort-uploads-older-than (default 1d) are aborted.
 Durations: 30s, 30m, 12h, 7d, 2w. Sizes: 500GiB, 10G, 1.5TB, 4096.
+Caches nested below LOCATION are never touched; a LOCATION with no namespace directly
+under it fails with exit 7 before anything is deleted (--allow-empty accepts an empty one).
 """
 
 
@@ -68,9 +70,10 @@ def register(sub: Any) -> None:
         help="delete manifests of namespaces with no block left",
     )
     parser.add_argument("--dry-run", action="store_true", help="show what would be deleted")
+    add_allow_empty(parser)
     # For tests and reproducible runs: evaluate ages as of this ISO-8601 time.
     parser.add_argument("--now", type=flag_type(_parse_now), help=argparse.SUPPRESS)
-    add_connection(parser)
+    add_connection(parser, concurrency=False)  # one delete request at a time
     add_common(parser)
     parser.set_defaults(handler=run)
 
@@ -83,32 +86,51 @@ def _parse_now(text: str) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
+RESUME = "Deleted blocks stay deleted; run the same command again to finish."
+
+
 def run(args: argparse.Namespace) -> int:
-    report = gc(
-        args.location,
-        older_than=args.older_than,
-        max_bytes=args.max_bytes,
-        uploads_older_than=args.abort_uploads_older_than,
-        delete_empty_manifests=args.delete_empty_manifests,
-        dry_run=args.dry_run,
-        now=args.now,
-        settings=settings_from_args(args),
-    )
+    with watching("gc", resume=RESUME) as progress:
+        report = gc(
+            args.location,
+            older_than=args.older_than,
+            max_bytes=args.max_bytes,
+            uploads_older_than=args.abort_uploads_older_than,
+            delete_empty_manifests=args.delete_empty_manifests,
+            dry_run=args.dry_run,
+            now=args.now,
+            settings=settings_from_args(args),
+            allow_empty=args.allow_empty,
+            on_progress=progress,
+        )
     if args.json:
-        data = asdict(report)
-        data["ok"] = report.ok
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+        jsondoc.emit(jsondoc.gc(report))
     else:
         for key, why in list(report.failures.items())[:20]:
             print(f"failed to delete {key}: {why}")
-    verb = "would free" if report.dry_run else "freed"
-    summary(
-        f"gc: {verb} {format_bytes(report.bytes_freed)} ({report.blocks_deleted} blocks, "
-        f"{report.manifests_deleted} manifests, {report.temp_files_deleted} stale temp files, "
-        f"{report.uploads_aborted} uploads aborted); kept {report.blocks_kept} blocks "
-        f"({format_bytes(report.bytes_kept)}, {report.unverified} unverified); "
-        f"{len(report.failures)} failed; {report.delete_requests} delete requests in "
-        f"{report.seconds:.2f}s at {report.location}",
-        json_mode=args.json,
-    )
+        print_nested(report.location, report.nested)
+    summary(summary_line(report), json_mode=args.json)
     return 0 if report.ok else 1
+
+
+def summary_line(r: GCReport) -> str:
+    what = (
+        f"{plural(r.blocks_deleted, 'block')}, {plural(r.manifests_deleted, 'manifest')}, "
+        f"{plural(r.temp_files_deleted, 'stale temp file')}"
+    )
+    if r.dry_run:
+        done = (
+            f"would free {format_bytes(r.bytes_freed)} (would delete {what}; would abort "
+            f"{plural(r.uploads_aborted, 'upload')})"
+        )
+    else:
+        done = (
+            f"freed {format_bytes(r.bytes_freed)} ({what}; "
+            f"{plural(r.uploads_aborted, 'upload')} aborted)"
+        )
+    stray = f"; {plural(r.stray_keys, 'stray key')} left alone" if r.stray_keys else ""
+    return (
+        f"gc: {done}; kept {plural(r.blocks_kept, 'block')} ({format_bytes(r.bytes_kept)}){stray}; "
+        f"{len(r.failures)} failed; {plural(r.delete_requests, 'delete request')} in "
+        f"{r.seconds:.2f}s at {r.location}"
+    )

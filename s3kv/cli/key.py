@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
+from s3kv.cli import jsondoc
 from s3kv.cli.options import add_common, add_namespace, dumps, namespace_from_args
 from s3kv.errors import InvalidKeyError
 from s3kv.keys import KeyMapper, make_offload_key
 from s3kv.location import parse_location
+from s3kv.scope import own_folder
 
 EXAMPLES = """\
 examples:
-  # the folder, digest and manifest key of a deployment, and one block's key
+  # the folder, digest and manifest key of a deployment, and one block's key: give one
+  # --group per KV-cache group, in vLLM's order (they are hashed into the digest)
   s3kv key s3://my-bucket/kv --model meta-llama/Llama-3.1-8B-Instruct \\
-      --tokens-per-hash 16 --dtype bfloat16 --block-hash 00a1b2c3d4e5f607
+      --tokens-per-hash 16 --dtype bfloat16 \\
+      --group 16:model.layers.0.self_attn.attn,model.layers.1.self_attn.attn \\
+      --block-hash 00a1b2c3d4e5f607
 
   # the same for a tree vLLM's filesystem tier wrote (namespace from its config.json)
   s3kv key /mnt/kv --manifest /mnt/kv/meta-llama_Llama-3.1-8B-Instruct_7b5b9262b950/config.json
 
   # keys as vLLM's object-store tier stores them (the same layout), as JSON
   s3kv key s3://my-bucket/kv --style vllm-obj --model m --tokens-per-hash 16 \\
-      --dtype float16 --parallel-agnostic --block-hash 00a1b2 --json
+      --dtype float16 --group 16:model.layers.0.self_attn.attn --parallel-agnostic \\
+      --block-hash 00a1b2 --json
 """
 
 
@@ -30,7 +37,10 @@ def register(sub: Any) -> None:
         "key",
         help="print a namespace's digest, manifest key and block keys (no I/O)",
         description="Print a namespace (fields, digest, manifest key) and the key of each "
-        "given block hash, exactly as vLLM 0.33.0's FileMapper names them.",
+        "given block hash, exactly as vLLM 0.33.0's FileMapper names them. The KV-cache "
+        "groups (--group, with their layer names) are hashed into the digest: without "
+        "them the digest is another namespace's than any real deployment's (every vLLM "
+        "model has at least one group). --manifest reads all the fields from a config.json.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -85,21 +95,37 @@ def run(args: argparse.Namespace) -> int:
                 "key": address(mapper.key_for(offload_key)),
             }
         )
+    folder = own_folder(location) if location is not None else None
+    if folder is not None:  # keys would land one level too low
+        print(
+            f"s3kv key: note: {location} is a namespace's folder, one level below a cache: "
+            f"keys are laid out under the cache's location, {folder[0]} - did you mean that?",
+            file=sys.stderr,
+        )
+    if not args.manifest and not args.groups:
+        print(
+            "s3kv key: note: no --group given, so no KV-cache group is hashed: this digest "
+            "matches no real vLLM deployment; give one --group TOKENS:LAYER,... per group "
+            "(vLLM's order), or --manifest FILE",
+            file=sys.stderr,
+        )
     result = {
+        "command": "key",
+        "ok": True,
         "folder": namespace.folder,
         "digest": namespace.digest,
         "rank": namespace.rank,
         "style": args.style,
         "fields": namespace.fields,
-        "manifest": address(mapper.config_key()),
+        "manifest_key": address(mapper.config_key()),
         "rank_prefix": address(mapper.rank_prefix()),
-        "blocks": blocks,
+        "block_keys": blocks,
     }
     if args.json:
-        print(dumps(result))
+        jsondoc.emit(result)
         return 0
     print(f"namespace  {namespace.folder}  (digest {namespace.digest}, rank {namespace.rank})")
-    print(f"manifest   {result['manifest']}")
+    print(f"manifest   {result['manifest_key']}")
     print(f"blocks in  {result['rank_prefix']}")
     print("fields     " + dumps(namespace.fields).replace("\n", "\n           "))
     for block in blocks:

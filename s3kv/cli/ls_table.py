@@ -67,9 +67,9 @@ def row(ns: NamespaceSummary, now: datetime, under: str) -> tuple[str, ...]:
 def notes(inv: Inventory) -> list[str]:
     out = []
     for ns in inv.namespaces:
-        if ns.manifest and ns.manifest_problem:
+        if ns.manifest == "invalid":
             out.append(f"{ns.folder}: manifest unusable: {ns.manifest_problem}")
-        elif not ns.manifest:
+        elif ns.manifest == "missing":
             out.append(f"{ns.folder}: no manifest (model, dtype and sizes read from keys)")
     if inv.stray_keys:
         out.append(f"{inv.stray_keys} key(s) outside the vLLM layout (see 's3kv verify')")

@@ -10,10 +10,24 @@ from s3kv.errors import InvalidNamespaceError
 from s3kv.manifest import MAX_MANIFEST_BYTES
 from s3kv.namespace import Namespace
 
+CHECKSUM_ALGORITHMS = ["crc32c", "crc32", "sha256", "none"]
+
 
 def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print a machine-readable result")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as JSON on stdout (errors too; schema in docs/operations.md)",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+
+
+def add_allow_empty(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="a location with nothing at all under it is not an error (exit 0, not 7)",
+    )
 
 
 def add_namespace(parser: argparse.ArgumentParser) -> None:
@@ -99,8 +113,12 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, default=str)
 
 
-def add_connection(parser: argparse.ArgumentParser) -> None:
-    """Connection flags; unset ones fall back to S3KV_* then AWS_* variables."""
+def add_connection(
+    parser: argparse.ArgumentParser, *, writes: bool = False, concurrency: bool = True
+) -> None:
+    """Connection flags; unset ones fall back to S3KV_* then AWS_* variables. Only commands
+    that write blocks take ``--checksum-algorithm``, only those that run requests
+    concurrently ``--concurrency``: a flag that does nothing is not offered."""
     group = parser.add_argument_group("connection (default: S3KV_* then AWS_* variables)")
     group.add_argument("--endpoint-url", help="S3-compatible endpoint, e.g. http://minio:9000")
     group.add_argument("--region", help="e.g. us-east-1")
@@ -112,12 +130,14 @@ def add_connection(parser: argparse.ArgumentParser) -> None:
         dest="addressing_style",
         help="path-style addressing (MinIO, Ceph; the default with --endpoint-url)",
     )
-    group.add_argument(
-        "--checksum",
-        choices=["crc32c", "crc32", "sha256", "none"],
-        help="block checksum recorded in metadata; default crc32c",
-    )
-    group.add_argument("--concurrency", type=int, help="requests in flight; default 32")
+    if writes:
+        group.add_argument(
+            "--checksum-algorithm",
+            choices=CHECKSUM_ALGORITHMS,
+            help="checksum recorded with each block written; default crc32c",
+        )
+    if concurrency:
+        group.add_argument("--concurrency", type=int, help="requests in flight; default 32")
     group.add_argument("--ca-bundle", help="PEM file of CAs to trust (private endpoints)")
     group.add_argument(
         "--no-verify-tls",
@@ -137,8 +157,8 @@ def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
         "region": args.region,
         "profile": args.profile,
         "addressing_style": args.addressing_style,
-        "checksum": args.checksum,
-        "concurrency": args.concurrency,
+        "checksum": getattr(args, "checksum_algorithm", None),
+        "concurrency": getattr(args, "concurrency", None),
         "ca_bundle": args.ca_bundle,
         "verify_tls": args.verify_tls,
     }

@@ -22,8 +22,14 @@ examples:
   # blocks vLLM's object-store tier wrote (it writes no config.json)
   s3kv pull s3://my-bucket/obj /mnt/kv --allow-missing-manifest
 
+  # a node's disk cache checked against the bucket: damaged local blocks replaced
+  s3kv pull s3://my-bucket/kv /mnt/kv --checksum
+
 Every key is parsed before a path is built from it: keys outside the layout ('..',
-absolute paths, control characters) are refused and listed, never written.
+absolute paths, control characters) are refused and listed, never written. A local
+block of another size than the bucket's (or, with --checksum, of another checksum) is
+replaced from the bucket's verified copy (temp file + rename). A SRC with no namespace
+directly under it fails with exit 7 and names the location meant.
 """
 
 
@@ -31,8 +37,9 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "pull",
         help="copy s3://bucket/prefix into a vLLM cache directory",
-        description="Copy every namespace under a prefix into a directory in vLLM's "
-        "filesystem-tier layout (temp file + rename; existing complete files skipped).",
+        description="Copy every namespace directly under a prefix into a directory in "
+        "vLLM's filesystem-tier layout (temp file + rename; existing complete files "
+        "skipped, damaged ones replaced).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -21,6 +21,14 @@ examples:
 
   # a re-run (after Ctrl-C or a failure) sends only what is missing
   s3kv push /mnt/kv s3://my-bucket/kv --json
+
+  # also read the blocks already in the bucket and replace any that fail their check
+  s3kv push /mnt/kv s3://my-bucket/kv --checksum
+
+SRC is the directory vLLM's filesystem tier writes to (it holds <model>_<digest>
+folders). A SRC with no namespace directly under it fails with exit 7 and names the
+directory meant (one level down or up, or a close name); --allow-empty accepts an empty
+one.
 """
 
 
@@ -41,7 +49,9 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     source, destination = parse_location(args.src), parse_location(args.dst)
-    if source.path is None or not source.path.is_dir():
+    # A SRC that does not exist is a location that holds nothing: the sync names the
+    # closest directory (exit 7). One that is no directory is a usage error.
+    if source.path is None or (source.path.exists() and not source.path.is_dir()):
         raise InvalidLocationError(
             f"push SRC {args.src!r} is not a directory; give the root vLLM's filesystem tier "
             "writes to (to copy from a bucket use 's3kv cp')"

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import asdict
-from typing import Any
 
-from s3kv.cli.options import add_common, add_connection
-from s3kv.cli.progress import Progress, summary
+from s3kv.cli import jsondoc
+from s3kv.cli.options import add_allow_empty, add_common, add_connection
+from s3kv.cli.progress import summary, watching
 from s3kv.cli.units import format_bytes
+from s3kv.errors import plural
 from s3kv.location import Location
+from s3kv.scope import NestedCache
 from s3kv.settings import S3Settings
 from s3kv.sync import SyncOptions, SyncReport, sync
 
 EXIT_OK, EXIT_FINDINGS = 0, 1
+RESUME = (
+    "Run the same command again to resume: what is already there is skipped, only what "
+    "is missing is sent."
+)
 
 
 def add_sync_flags(parser: argparse.ArgumentParser) -> None:
@@ -23,18 +27,30 @@ def add_sync_flags(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FOLDER|DIGEST",
-        help="only this namespace (its folder name or 12-hex digest); repeatable",
+        help="only this namespace (its folder name or 12-hex digest); repeatable; one that "
+        "matches nothing is an error (exit 7)",
     )
     parser.add_argument(
-        "--rank", action="append", default=[], type=int, help="only blocks of this rank; repeatable"
+        "--rank",
+        action="append",
+        default=[],
+        type=int,
+        help="only blocks of this rank; repeatable; one that matches nothing is an error",
     )
     parser.add_argument(
         "--allow-missing-manifest",
         action="store_true",
         help="copy blocks of namespaces that have no config.json (vLLM's object-store tier)",
     )
+    parser.add_argument(
+        "--checksum",
+        action="store_true",
+        help="compare blocks already at the destination by checksum too (reading them), "
+        "not only by size, and replace those that fail their check from the source",
+    )
     parser.add_argument("--dry-run", action="store_true", help="show what would be copied")
-    add_connection(parser)
+    add_allow_empty(parser)
+    add_connection(parser, writes=True)
     add_common(parser)
 
 
@@ -53,9 +69,10 @@ def run_sync(
         allow_missing_manifest=args.allow_missing_manifest,
         dry_run=args.dry_run,
         concurrency=args.concurrency,
+        checksum=args.checksum,
+        allow_empty=args.allow_empty,
     )
-    progress = Progress(label)
-    try:
+    with watching(label, resume=RESUME) as progress:
         report = sync(
             source,
             destination,
@@ -64,28 +81,23 @@ def run_sync(
             options=options,
             on_progress=progress,
         )
-    finally:
-        progress.close()
     if args.json:
-        print(json.dumps(report_dict(report), indent=2, sort_keys=True))
+        jsondoc.emit(jsondoc.sync(label, report))
     else:
         print_report(report)
     summary(summary_line(label, report), json_mode=args.json)
     return EXIT_OK if report.ok else EXIT_FINDINGS
 
 
-def report_dict(report: SyncReport) -> dict[str, Any]:
-    data = asdict(report)
-    data["ok"] = report.ok
-    return data
-
-
 def print_report(report: SyncReport) -> None:
+    copied, replaced = ("would copy", "would replace") if report.dry_run else ("copied", "replaced")
     for ns in report.namespaces:
         line = (
-            f"{ns.folder}: manifest {ns.manifest}; {ns.copied} copied, "
+            f"{ns.folder}: manifest {ns.manifest}; {ns.copied} {copied}, "
             f"{ns.already_present} already present, {ns.failed} failed"
         )
+        if ns.replaced:
+            line += f", {ns.replaced} {replaced}"
         if ns.unverified:
             line += f", {ns.unverified} unverified (no recorded checksum; size checked)"
         if ns.skipped:
@@ -99,16 +111,30 @@ def print_report(report: SyncReport) -> None:
         print(f"{report.stray_keys} key(s) outside the vLLM layout were refused (not copied):")
         for key in report.stray_examples[:20]:
             print(f"  stray: {key!r}")
+    print_nested(report.source, report.nested)
+
+
+def print_nested(location: str, caches: tuple[NestedCache, ...]) -> None:
+    for cache in caches:
+        print(
+            f"note: {plural(cache.namespaces, 'namespace')} under {cache.location}: not part "
+            f"of {location} (a location holds the namespaces directly under it); name that "
+            "location to include them"
+        )
 
 
 def summary_line(label: str, r: SyncReport) -> str:
-    verb = "would copy" if r.dry_run else "copied"
-    rate = r.bytes / r.seconds if r.seconds > 0 else 0.0
+    copied = "would copy" if r.dry_run else "copied"
+    replaced = "would replace" if r.dry_run else "replaced"
     how = " (server-side)" if r.server_side else ""
+    if r.dry_run:
+        moved = f"{format_bytes(r.bytes)} (dry run: nothing written) in {r.seconds:.2f}s"
+    else:
+        rate = r.bytes / r.seconds if r.seconds > 0 else 0.0
+        moved = f"{format_bytes(r.bytes)} in {r.seconds:.2f}s ({format_bytes(rate)}/s)"
     return (
-        f"{label}: {verb} {r.copied} blocks{how}, {r.already_present} already present, "
-        f"{r.failed} failed, {r.unverified} unverified, {r.skipped} left out, "
-        f"{r.stray_keys} stray; "
-        f"{format_bytes(r.bytes)} in {r.seconds:.2f}s ({format_bytes(rate)}/s) "
-        f"{r.source} -> {r.destination}"
+        f"{label}: {copied} {plural(r.copied, 'block')}{how}, {r.replaced} {replaced}, "
+        f"{r.already_present} already present, {r.failed} failed, {r.unverified} unverified, "
+        f"{r.skipped} left out, {plural(r.stray_keys, 'stray key')}; "
+        f"{moved} {r.source} -> {r.destination}"
     )

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import asdict
 from typing import Any
 
-from s3kv.cli.options import add_common, add_connection, settings_from_args
-from s3kv.cli.progress import summary
+from s3kv.cli import jsondoc
+from s3kv.cli.options import add_allow_empty, add_common, add_connection, settings_from_args
+from s3kv.cli.progress import summary, watching
+from s3kv.cli.syncing import print_nested
 from s3kv.cli.units import format_bytes
+from s3kv.errors import plural
 from s3kv.verify import verify
 
 EXAMPLES = """\
@@ -20,8 +21,11 @@ examples:
   # read every block and check the checksum recorded when it was stored
   s3kv verify s3://my-bucket/kv --deep --concurrency 64
 
-  # in a script: exit code 1 when anything is found
+  # in a script: exit code 1 when anything is found, 7 when the location holds nothing
   s3kv verify /mnt/kv --json > findings.json || echo "problems found"
+
+  # then fix what was found from a good copy (see 's3kv repair --help')
+  s3kv repair s3://my-bucket/kv --from /mnt/kv --dry-run
 """
 
 
@@ -33,41 +37,47 @@ def register(sub: Any) -> None:
         "follows the layout; blocks of a namespace and rank share one size (an odd-sized "
         "one is short or corrupt); --deep reads every block and checks its checksum; "
         "blocks without a manifest (orphans) and stray keys are listed. Exit code 1 on "
-        "any finding.",
+        "any finding; 7 when the location holds no namespace (a wrong prefix never "
+        "passes), unless --allow-empty and nothing at all is there.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("location", metavar="LOCATION", help="s3://bucket[/prefix] or a directory")
     parser.add_argument("--deep", action="store_true", help="read and checksum every block")
+    add_allow_empty(parser)
     add_connection(parser)
     add_common(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    report = verify(
-        args.location,
-        settings=settings_from_args(args),
-        deep=args.deep,
-        concurrency=args.concurrency,
-    )
+    with watching("verify", resume="verify changes nothing; run it again.") as progress:
+        report = verify(
+            args.location,
+            settings=settings_from_args(args),
+            deep=args.deep,
+            concurrency=args.concurrency,
+            allow_empty=args.allow_empty,
+            on_progress=progress,
+        )
     if args.json:
-        data = asdict(report)
-        data["ok"] = report.ok
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+        jsondoc.emit(jsondoc.verify(report))
     else:
         for finding in report.findings:
             print(f"{finding.kind}: {finding.key!r}: {finding.message}")
+        print_nested(report.location, report.nested)
     found = sum(report.counts.values())
     detail = ", ".join(f"{n} {kind}" for kind, n in sorted(report.counts.items()))
     deep = (
-        f"; {report.blocks_read} read ({format_bytes(report.bytes_read)})" if report.deep else ""
+        f", {report.blocks_read:,} read ({format_bytes(report.bytes_read)}), "
+        f"{report.unverified} unverified"
+        if report.deep
+        else ""
     )
     summary(
-        f"verify: {report.namespaces} namespaces, {report.blocks} blocks{deep}, "
-        f"{report.unverified} unverified; "
-        f"{found} findings{': ' + detail if detail else ''} in {report.seconds:.2f}s "
-        f"at {report.location}",
+        f"verify: {plural(report.namespaces, 'namespace')}, {plural(report.blocks, 'block')}"
+        f"{deep}; {plural(found, 'finding')}{': ' + detail if detail else ''} in "
+        f"{report.seconds:.2f}s at {report.location}",
         json_mode=args.json,
     )
     return 0 if report.ok else 1

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from s3kv.errors import StoreError
 from s3kv.integrity import Buffer, Checksum
 
 DELETE_BATCH = 1000
@@ -55,6 +56,10 @@ class PutOptions:
     """Write only if absent (``If-None-Match: *``); an existing object is left alone."""
     checksum: Checksum | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    if_match: str | None = None
+    """Overwrite only the object of this ETag (``If-Match``; sent unquoted, which both
+    moto and Ceph RGW 16 accept); a write whose condition fails returns False. S3 only:
+    a directory has no ETag (its callers re-check the bytes first)."""
     write_id: str | None = None
     """A token of this write, kept in metadata (``x-amz-meta-s3kv-write-id``; not by a
     directory): after a lost answer and a 412, it tells our own write from another's."""
@@ -102,6 +107,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def delete_many(self, keys: Sequence[str]) -> dict[str, str]:
         """Delete keys (in batches of up to 1,000); returns ``{key: reason}`` of failures."""
+
+    def delete(self, key: str, *, if_match: str | None = None) -> bool:
+        """Delete one key; False if ``if_match`` (an ETag) no longer matches or the key is
+        gone. Stores that ignore conditional deletes (Ceph RGW 16, a directory) delete
+        anyway: callers re-check the object right before."""
+        failed = self.delete_many([key])
+        if failed:
+            raise StoreError(f"delete {key}: {failed[key]}")
+        return True
 
     def can_submit(self, size: int) -> bool:
         """Whether ``submit_put``/``submit_get_into`` take a block of ``size`` bytes."""

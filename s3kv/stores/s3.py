@@ -29,7 +29,14 @@ from s3kv.settings import S3Settings, display_url
 from s3kv.stores.answers import check_answer, check_stored, oversized
 from s3kv.stores.base import DELETE_BATCH, MultipartUpload, ObjectInfo, PutOptions, Store
 from s3kv.stores.endpoint import addressing_style, configured_endpoint
-from s3kv.stores.errors import client_setup, error_code, is_already_exists, not_s3, translated
+from s3kv.stores.errors import (
+    NOT_FOUND,
+    client_setup,
+    error_code,
+    is_already_exists,
+    not_s3,
+    translated,
+)
 from s3kv.stores.pages import PageGuard
 from s3kv.stores.trace import trace_botocore, trace_enabled
 
@@ -199,6 +206,8 @@ class S3Store(Store):
         params["Body"] = data
         if options.create_only:
             params["IfNoneMatch"] = "*"
+        if options.if_match is not None:
+            params["IfMatch"] = options.if_match
         if options.checksum is not None:
             params[options.checksum.s3_parameter] = options.checksum.value
         where = self._where(key)
@@ -256,6 +265,8 @@ class S3Store(Store):
             }
             if options.create_only:
                 complete["IfNoneMatch"] = "*"
+            if options.if_match is not None:
+                complete["IfMatch"] = options.if_match
             with self._translated("COMPLETE-MULTIPART", where):
                 try:
                     self.client.complete_multipart_upload(**complete)
@@ -307,6 +318,20 @@ class S3Store(Store):
                         "this key neither as deleted nor as failed); the object may remain"
                     )
         return failed
+
+    def delete(self, key: str, *, if_match: str | None = None) -> bool:
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if if_match is not None:
+            params["IfMatch"] = if_match
+        with translated("DELETE", self._where(key)):
+            try:
+                self.client.delete_object(**params)
+            except ClientError as exc:
+                # 412: another ETag now; 404: gone (moto answers NoSuchKey to If-Match)
+                if is_already_exists(exc) or error_code(exc) in NOT_FOUND:
+                    return False
+                raise
+        return True
 
     def copy_from(self, source: Store, source_key: str, key: str) -> bool:
         if not isinstance(source, S3Store) or source.endpoint != self.endpoint:

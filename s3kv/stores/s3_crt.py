@@ -266,6 +266,8 @@ class CrtS3Store(S3Store):
         headers: list[tuple[str, str]] = []
         if options.create_only:
             headers.append(("If-None-Match", "*"))
+        if options.if_match is not None:
+            headers.append(("If-Match", options.if_match))
         if options.checksum is not None:
             headers.append((META_HEADER, options.checksum.header()))
             headers.append((CHECKSUM_HEADERS[options.checksum.algorithm], options.checksum.value))

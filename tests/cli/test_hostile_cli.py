@@ -126,15 +126,17 @@ def test_blocks_without_checksum_metadata_are_size_checked_and_counted(
     deep = s3kv("verify", url, *conn, "--deep", "--json")
     assert json.loads(deep.stdout)["unverified"] == 3  # the three blocks re-put without one
     assert "3 unverified" in s3kv("verify", url, *conn, "--deep").stdout
-    # A directory keeps no checksum: every block there is unverified (size-checked only).
+    # A directory keeps no checksum by design: its blocks are never "unverified"; ls and gc
+    # read no block and cannot tell, verify without --deep neither (null).
     ls = json.loads(s3kv("ls", str(dst), "--json").stdout)
-    assert ls["unverified"] == 2 and ls["namespaces"][0]["unverified"] == 2
-    assert json.loads(s3kv("verify", str(dst), "--json").stdout)["unverified"] == 2
+    assert "unverified" not in ls and "unverified" not in ls["namespaces"][0]
+    assert json.loads(s3kv("verify", str(dst), "--json").stdout)["unverified"] is None
+    assert json.loads(s3kv("verify", str(dst), "--deep", "--json").stdout)["unverified"] == 0
     gc = json.loads(s3kv("gc", str(dst), "--older-than", "300d", "--json").stdout)
-    assert gc["unverified"] == 2
+    assert "unverified" not in gc
 
 
-def test_manifestless_namespace_in_a_bucket_is_unverified_in_ls(
+def test_manifestless_namespace_in_a_bucket_is_noted_in_ls(
     moto_server: str, bucket: str, client: Any
 ) -> None:
     ns = namespace("obj/tier")
@@ -142,8 +144,11 @@ def test_manifestless_namespace_in_a_bucket_is_unverified_in_ls(
         client.put_object(Bucket=bucket, Key=block_key(ns, i), Body=b"o" * BLOCK)
     url = f"s3://{bucket}/team/kv"
     ls = s3kv("ls", url, "--endpoint-url", moto_server, "--json")
-    assert json.loads(ls.stdout)["unverified"] == 3
-    assert "3 unverified" in s3kv("ls", url, "--endpoint-url", moto_server).stdout
+    assert json.loads(ls.stdout)["namespaces"][0]["manifest"] == "missing"
+    text = s3kv("ls", url, "--endpoint-url", moto_server).stdout
+    assert f"{ns.folder}: no manifest" in text and "unverified" not in text  # ls reads no block
+    deep = json.loads(s3kv("verify", url, "--endpoint-url", moto_server, "--deep", "--json").stdout)
+    assert deep["unverified"] == 3  # read from S3 without a recorded checksum
 
 
 def test_temp_files_of_an_interrupted_write_are_named_and_collected(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ def test_read_commands_work_with_reader_rights(rgw: Any, tmp_path: Path) -> None
     ls = s3kv("ls", url, "--json")
     assert ls.returncode == 0, ls.stderr
     (row,) = json.loads(ls.stdout)["namespaces"]
-    assert (row["model"], row["blocks"], row["manifest"]) == ("Qwen/Qwen3-0.6B", 5, True)
+    assert (row["model"], row["blocks"], row["manifest"]) == ("Qwen/Qwen3-0.6B", 5, "present")
     for args in (("verify", url), ("verify", url, "--deep")):
         result = s3kv(*args)
         assert result.returncode == 0, result.stdout + result.stderr

@@ -48,6 +48,7 @@ STATIC_S3KV_OPERATIONS = frozenset(
         "GetObject",
         "ListObjectsV2",
         "DeleteObjects",
+        "DeleteObject",  # repair's conditional delete of an unrepairable block
         "CopyObject",
     }
 )

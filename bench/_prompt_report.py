@@ -1,0 +1,194 @@
+"""bench_prompt_load.py's results as tables (markdown) and a chart, from its JSON.
+
+Every cell that summarises rounds is the median with the min-max range; a value whose
+rounds disagree by more than 20% carries bench/_trust.py's mark. The doc blocks
+(bench/doc_figures.py) call these same functions, so the docs show what the JSON holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from _trust import MARK, notes
+
+MiB = 1 << 20
+TIERS = {"s3kv": "s3kv", "vllm-obj": "vLLM obj"}
+LINKS = ("rgw-http", "rgw-https", "aws-like")
+
+
+def seconds(v: float) -> str:
+    return f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+
+
+def cell(row: dict[str, Any] | None, metric: str, fmt: Callable[[float], str] = seconds,
+         spread: bool = True) -> str:
+    """``0.412 (0.398-0.450)``, with the mark when this metric's rounds disagree."""
+    if row is None or metric not in row:
+        return "-"
+    text = fmt(row[metric])
+    if spread and f"{metric}_min" in row:
+        text += f" ({fmt(row[f'{metric}_min'])}-{fmt(row[f'{metric}_max'])})"
+    return text + (MARK if metric in row.get("disagree", ()) else "")
+
+
+def ratio(a: dict[str, Any] | None, b: dict[str, Any] | None, metric: str) -> str:
+    if a is None or b is None or metric not in a or metric not in b or not b[metric]:
+        return "-"
+    return f"{a[metric] / b[metric]:.2f}x"
+
+
+def cases(rows: list[dict[str, Any]], prompts: Iterable[int] | None = None,
+          ) -> list[tuple[str, int, int, dict[str, dict[str, Any]]]]:
+    """(link, prompt tokens, block tokens, {who: row}) in the order links, prompts, blocks."""
+    keys = sorted({(r["link"], r["prompt_tokens"], r["block_tokens"]) for r in rows},
+                  key=lambda k: (LINKS.index(k[0]) if k[0] in LINKS else 9, k[1], k[2]))
+    wanted = set(prompts) if prompts is not None else None
+    return [(link, p, b, {r["who"]: r for r in rows
+                          if (r["link"], r["prompt_tokens"], r["block_tokens"]) == (link, p, b)})
+            for link, p, b in keys if wanted is None or p in wanted]
+
+
+def ceilings(rows: list[dict[str, Any]]) -> list[str]:
+    """The awscrt ceilings' names, s3kv's settings first."""
+    names = dict.fromkeys(r["who"] for r in rows if r["kind"] == "ceiling" and r["who"] != "memcpy")
+    return sorted(names, key=lambda n: "s3kv" not in n)
+
+
+def block(r: dict[str, Any]) -> str:
+    return f"{r['block_bytes'] // MiB} MiB ({r['block_tokens']} tok)"
+
+
+def loads(doc: dict[str, Any], prompts: Iterable[int] | None = None) -> str:
+    """Seconds to load one prompt: the tiers, the ratio, the ceilings."""
+    rows = doc["rows"]
+    crts = ceilings(rows)
+    head = ["link", "prompt", "block", "s3kv s", "vLLM obj s", "vLLM obj ÷ s3kv",
+            *(f"{c} s" for c in crts), *(["s3kv ÷ awscrt"] if crts else []), "memcpy s"]
+    out = ["| " + " | ".join(head) + " |", "|---|--:|---|" + "--:|" * (len(head) - 3)]
+    for link, prompt, _, by in cases(rows, prompts):
+        any_row = next(iter(by.values()))
+        cells = [link, f"{prompt:,}", block(any_row), cell(by.get("s3kv"), "load_s"),
+                 cell(by.get("vllm-obj"), "load_s"),
+                 ratio(by.get("vllm-obj"), by.get("s3kv"), "load_s"),
+                 *(cell(by.get(c), "load_s") for c in crts),
+                 *([ratio(by.get("s3kv"), by.get(crts[0]), "load_s")] if crts else []),
+                 cell(by.get("memcpy"), "load_s", spread=False)]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out + _legend(doc))
+
+
+def stores(doc: dict[str, Any]) -> str:
+    """Store throughput of one store job of the prompt (MiB/s from the median time)."""
+    out = ["| link | prompt | block | s3kv MiB/s | vLLM obj MiB/s | s3kv ÷ vLLM obj |",
+           "|---|--:|---|--:|--:|--:|"]
+    for link, prompt, _, by in cases(doc["rows"]):
+        s3kv, obj = by.get("s3kv"), by.get("vllm-obj")
+        any_row = next(iter(by.values()))
+        mib = [cell(r, "store_mib_s", lambda v: f"{v:.0f}", spread=False)
+               + (MARK if r is not None and "store_s" in r.get("disagree", ()) else "")
+               for r in (s3kv, obj)]
+        out.append(f"| {link} | {prompt:,} | {block(any_row)} | {mib[0]} | {mib[1]} | "
+                   f"{ratio(s3kv, obj, 'store_mib_s')} |")
+    return "\n".join(out + _legend(doc))
+
+
+def cpu(doc: dict[str, Any]) -> str:
+    """Client CPU seconds per GiB moved, store and load (medians)."""
+    rows = doc["rows"]
+    crts = ceilings(rows)[:1]
+    out = ["| link | prompt | block | store: s3kv | store: vLLM obj | load: s3kv "
+           "| load: vLLM obj |" + "".join(f" load: {c} |" for c in crts),
+           "|---|--:|---|--:|--:|--:|--:|" + "--:|" * len(crts)]
+    two = lambda v: f"{v:.2f}"  # noqa: E731
+    for link, prompt, _, by in cases(rows):
+        any_row = next(iter(by.values()))
+        cells = [cell(by.get(t), f"{w}_cpu_s_per_gib", two, spread=False)
+                 for w in ("store", "load") for t in TIERS]
+        cells += [cell(by.get(c), "load_cpu_s_per_gib", two, spread=False) for c in crts]
+        out.append(f"| {link} | {prompt:,} | {block(any_row)} | " + " | ".join(cells) + " |")
+    return "\n".join(out + _legend(doc))
+
+
+def calls(doc: dict[str, Any]) -> str:
+    """Scheduler-side calls, p50 / p99 / max in microseconds over all rounds."""
+    names = ("lookup", "submit_store", "submit_load", "get_finished_jobs")
+    out = ["| link | prompt | block | tier | " + " | ".join(f"{c} µs" for c in names) + " |",
+           "|---|--:|---|---|" + "--:|" * len(names)]
+    for link, prompt, _, by in cases(doc["rows"]):
+        for who, label in TIERS.items():
+            r = by.get(who)
+            if r is None:
+                continue
+            c = r.get("calls_us", {})
+            cells = ["{p50:,.0f} / {p99:,.0f} / {max:,.0f}".format(**c[n]) if n in c else "-"
+                     for n in names]
+            out.append(f"| {link} | {prompt:,} | {block(r)} | {label} | " + " | ".join(cells)
+                       + " |")
+    return "\n".join(out + _legend(doc, marks=False))
+
+
+def _legend(doc: dict[str, Any], marks: bool = True) -> list[str]:
+    lines = [f"Loaded machine: load average {doc['trust']['load_average_1m']:g} at the start."
+             ] if doc.get("loaded") else []
+    if marks and any(r.get("disagree") for r in doc["rows"]):
+        lines.append(f"{MARK} rounds disagree by more than 20% (max/min - 1).")
+    return ["", *lines] if lines else []
+
+
+def label(r: dict[str, Any]) -> str:
+    return f"{r['link']} {r['prompt_tokens']:,}/{r['block_bytes'] // MiB} MiB {r['who']}"
+
+
+def chart(doc: dict[str, Any], path: Path) -> Path:
+    """Seconds to load one prompt per link and prompt, bars per block size and contender."""
+    from _charts import figure, footer, grouped_bars, legend, save
+
+    rows, meta = doc["rows"], doc["meta"]
+    links = [x for x in LINKS if any(r["link"] == x for r in rows)]
+    prompts = sorted({r["prompt_tokens"] for r in rows})
+    blocks = sorted({(r["block_bytes"], r["block_tokens"]) for r in rows})
+    names = {**TIERS, **{c: c for c in ceilings(rows)}}
+    fig, axes = figure(
+        title="Time to load one prompt's KV (Llama-3.1-8B, 128 KiB per token): median seconds",
+        footer=footer(
+            f"Measured: one load job of all of a prompt's blocks, as vLLM asks for it; both "
+            f"tiers built by vLLM's SecondaryTierFactory, {meta['threads']} I/O threads each, "
+            f"loads checked byte for byte; {meta['rounds']} interleaved rounds, bars min-max; "
+            f"heap frozen as vLLM's EngineCore does. awscrt: bare GETs into memory, no tier. "
+            f"Links: {_links_text(meta, links)}.",
+            machine_line=meta["machine"], command=f"python {meta['command']}",
+            notes=notes(doc, rows, label, metrics=["load_s"])),
+        nrows=len(prompts), ncols=len(links),
+        size=(max(11.0, 4.6 * len(links)), 3.6 * len(prompts) + 2.2),
+    )  # fmt: skip
+    for i, prompt in enumerate(prompts):
+        for j, link in enumerate(links):
+            by = {(r["who"], r["block_bytes"]): r for r in rows
+                  if r["link"] == link and r["prompt_tokens"] == prompt}
+            series = {label_: [by[(who, b)]["load_s"] if (who, b) in by else None
+                               for b, _ in blocks] for who, label_ in names.items()}
+            ranges = {label_: [(by[(who, b)]["load_s_min"], by[(who, b)]["load_s_max"])
+                               if (who, b) in by else None for b, _ in blocks]
+                      for who, label_ in names.items()}
+            grouped_bars(axes[i * len(links) + j],
+                         groups=[f"{b // MiB} MiB\n({t} tokens)" for b, t in blocks],
+                         series=series, ranges=ranges, ylabel="seconds (lower is better)",
+                         title=f"{link}: {prompt:,}-token prompt", fmt="{:.2f}",
+                         legend=False)  # fmt: skip
+    legend(fig, axes[0])
+    return save(fig, path)
+
+
+def _links_text(meta: dict[str, Any], links: list[str]) -> str:
+    parts = {"rgw-http": "rgw-http: Ceph RGW 16 on loopback over HTTP",
+             "rgw-https": "rgw-https: the same over TLS"}
+    text = [parts[x] for x in links if x in parts]
+    aws = meta.get("links", {}).get("aws-like")
+    if "aws-like" in links and aws:
+        cap = aws.get("connection_mb_s")
+        text.append(f"aws-like: RGW over HTTP behind a proxy adding {aws['first_byte_ms']:g} ms "
+                    "of first-byte latency to each request"
+                    + (f" and capping each connection at {cap:g} MB/s" if cap else ""))
+    return "; ".join(text)

@@ -1,0 +1,242 @@
+"""One prompt shape on one link: both tiers and the ceilings, round by round.
+
+A case is (link, prompt tokens, tokens per block): ``n = tokens / tokens_per_block``
+blocks of ``tokens_per_block x kv_bytes_per_token`` bytes. One primary region, shaped
+like vLLM's CPU tier and shared by both tiers as vLLM shares it, holds 2n rows: the
+prompt's KV in rows [0, n), the load target in [n, 2n).
+
+Per round and tier, as vLLM's scheduler drives a tier: the prompt's fresh keys are
+looked up (absent; RETRY until the tier's background answer, a step at a time), one
+store job of rows [0, n) and one load job of all n blocks into rows [n, 2n) (zeroed
+first) are submitted and ``get_finished_jobs`` polled until each returns; the load is
+compared byte for byte with what was stored; the bucket is emptied. Tiers alternate
+order round by round. Right after s3kv's load, before its objects are deleted, each
+awscrt ceiling loads the same objects into the same rows; memcpy copies the rows once
+per round. Times are wall seconds from ``submit_*`` to the poll that returns the job;
+CPU is this process's (``process_time``: every thread; the servers and the proxy run in
+their own processes).
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from _ceiling import CrtGets, memcpy, parse
+from _links import Link
+from _trust import mark
+from bench_vllm_tier import Timer, environ, pct
+
+GiB = 1 << 30
+CALLS = ("lookup", "on_schedule_end", "submit_store", "submit_load", "get_finished_jobs")
+RGW_HEAD_BYTES = 4 << 20
+"""RGW keeps objects up to this size in their head object: deleting frees them at once."""
+_key_seeds = itertools.count(1)
+
+
+class Unit:
+    """One contender in a case (a tier, an awscrt ceiling, memcpy) and its numbers."""
+
+    def __init__(self, name: str, kind: str, thing: Any = None, bucket: str = "") -> None:
+        self.name, self.kind, self.thing, self.bucket = name, kind, thing, bucket
+        self.reset()
+
+    def reset(self) -> None:
+        self.timer = Timer()
+        self.seconds: dict[str, list[float]] = {"store": [], "load": []}
+        self.cpu: dict[str, list[float]] = {"store": [], "load": []}
+        self.requests: dict[str, dict[str, int]] = {}
+
+    def add(self, what: str, seconds: float, cpu_seconds: float, gib: float) -> None:
+        self.seconds[what].append(seconds)
+        self.cpu[what].append(cpu_seconds / gib)
+
+
+class Case:
+    def __init__(self, link: Link, *, prompt_tokens: int, block_tokens: int,
+                 kv_bytes_per_token: int, threads: int, tiers: list[str],
+                 ceilings: list[str]) -> None:
+        from tests.vllm import harness as h
+
+        self.link, self.prompt_tokens, self.block_tokens = link, prompt_tokens, block_tokens
+        self.n = prompt_tokens // block_tokens
+        self.row_bytes = block_tokens * kv_bytes_per_token
+        self.gib = self.n * self.row_bytes / GiB
+        self.view, self.rows = h.primary_view(2 * self.n, self.row_bytes)
+        rng = np.random.default_rng(prompt_tokens + block_tokens)
+        for i in range(self.n):
+            self.rows[i] = rng.integers(-128, 128, self.row_bytes, dtype=np.int8)
+        spec = h.spec(row_bytes=self.row_bytes, chunks=2 * self.n,
+                      engine_id=f"prompt-{link.name}-{prompt_tokens}-{block_tokens}")
+        self.units: dict[str, Unit] = {}
+        try:
+            for kind in tiers:
+                bucket = link.bucket(kind.replace("-", ""))
+                self.units[kind] = Unit(kind, "tier", self._tier(kind, spec, bucket, threads),
+                                        bucket)
+            for spec_text in ceilings:
+                self._ceiling(spec_text, threads)
+        except BaseException:
+            self.close()
+            raise
+
+    def _tier(self, kind: str, spec: Any, bucket: str, threads: int) -> Any:
+        from tests.vllm import harness as h
+
+        link = self.link
+        if kind == "s3kv":
+            return h.s3_tier(self.view, spec, url=f"s3://{bucket}/bench",
+                             endpoint_url=link.endpoint, concurrency=threads, max_attempts=8,
+                             access_key_id=link.access_key, secret_access_key=link.secret_key,
+                             ca_bundle=link.ca_bundle)
+        # RGW 16 answers the obj tier's default aws-chunked uploads 411 Length Required.
+        with environ({"AWS_REQUEST_CHECKSUM_CALCULATION": "when_required"}):
+            return h.obj_tier(self.view, spec, endpoint=link.endpoint, bucket=bucket,
+                              prefix="bench", access_key=link.access_key,
+                              secret_key=link.secret_key, ca_bundle=link.ca_bundle or "",
+                              io_threads=threads)
+
+    def _ceiling(self, spec_text: str, threads: int) -> None:
+        if spec_text == "memcpy":
+            self.units["memcpy"] = Unit("memcpy", "ceiling")
+            return
+        if "s3kv" not in self.units:
+            raise SystemExit("--ceilings: the awscrt ceilings load s3kv's objects; keep "
+                             "s3kv in --tiers")
+        settings = parse(spec_text)
+        crt = (CrtGets.s3kv(connections=threads, **self.link.credentials()) if settings is None
+               else CrtGets(part_bytes=settings[0], connections=settings[1],
+                            **self.link.credentials()))
+        self.units[crt.name] = Unit(crt.name, "ceiling", crt)
+
+    # -- rounds -------------------------------------------------------------------------
+
+    def round(self, r: int) -> None:
+        tiers = [u for u in self.units.values() if u.kind == "tier"]
+        for unit in tiers if r % 2 == 0 else tiers[::-1]:
+            self._tier_round(unit, r)
+        if "memcpy" in self.units:
+            self.rows[self.n:] = 0
+            self.units["memcpy"].add("load", *memcpy(self.rows[: self.n], self.rows[self.n:]),
+                                     self.gib)
+
+    def reset(self) -> None:
+        """Forget the warm-up round."""
+        for unit in self.units.values():
+            unit.reset()
+
+    def _tier_round(self, unit: Unit, r: int) -> None:
+        from vllm.v1.kv_offload.base import LookupResult, ReqContext
+
+        from tests.vllm import harness as h
+
+        n, tier, timer, link = self.n, unit.thing, unit.timer, self.link
+        ks = h.keys(n, start=next(_key_seeds) * 100_000)
+        ctx = ReqContext(req_id=f"prompt-{unit.name}-{r}")
+        while True:  # absent keys: RETRY until the tier's background lookup answers
+            answers = [timer("lookup", tier.lookup, k, ctx) for k in ks]
+            timer("on_schedule_end", tier.on_schedule_end, h.END)
+            if LookupResult.RETRY not in answers:
+                break
+            time.sleep(0.001)
+        tier.on_request_finished(ctx)
+        before = link.requests()
+        unit.add("store", *self._job(unit, tier.submit_store, "submit_store",
+                                     h.job(ks, range(n), load=False, req=ctx.req_id)), self.gib)
+        middle = link.requests()
+        self.rows[n:] = 0
+        unit.add("load", *self._job(unit, tier.submit_load, "submit_load",
+                                    h.job(ks, range(n, 2 * n), load=True, req=ctx.req_id)),
+                 self.gib)
+        after = link.requests()
+        if not np.array_equal(self.rows[n:], self.rows[:n]):
+            raise RuntimeError(f"{unit.name} on {link.name}: the loaded bytes differ from "
+                               "the stored ones")
+        if before is not None and middle is not None and after is not None:
+            unit.requests = {"store": _diff(middle, before), "load": _diff(after, middle)}
+            if unit.requests["store"]["PUT"] < n or unit.requests["load"]["GET"] < n:
+                raise RuntimeError(f"{unit.name}: the proxy saw {unit.requests} for {n} blocks: "
+                                   "requests bypass the AWS-like link")
+        if unit.name == "s3kv":
+            keys = link.block_keys(unit.bucket)
+            for ceiling in (u for u in self.units.values() if isinstance(u.thing, CrtGets)):
+                self.rows[n:] = 0
+                before = link.requests()
+                ceiling.add("load", *ceiling.thing.load(unit.bucket, keys, self.rows[n:]),
+                            self.gib)
+                after = link.requests()
+                if before is not None and after is not None:
+                    ceiling.requests = {"load": _diff(after, before)}
+        link.empty(unit.bucket)
+        if self.row_bytes > RGW_HEAD_BYTES:
+            link.collect_garbage()
+
+    def _job(self, unit: Unit, submit: Callable[[Any], None], name: str,
+             job: Any) -> tuple[float, float]:
+        tier, timer = unit.thing, unit.timer
+        c0, t0 = time.process_time(), time.perf_counter()
+        timer(name, submit, job)
+        while True:
+            done = list(timer("get_finished_jobs", tier.get_finished_jobs))
+            if done:
+                seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+                if [d.job_id for d in done] != [job.job_id] or not done[0].success:
+                    raise RuntimeError(f"{unit.name} on {self.link.name}: {name} returned {done}")
+                return seconds, cpu
+            time.sleep(0.0005)  # a step's worth of other scheduler work, shortened
+
+    # -- results ------------------------------------------------------------------------
+
+    def rows_out(self) -> list[dict[str, Any]]:
+        out = []
+        for unit in self.units.values():
+            row: dict[str, Any] = {
+                "link": self.link.name, "prompt_tokens": self.prompt_tokens,
+                "block_tokens": self.block_tokens, "block_bytes": self.row_bytes,
+                "blocks": self.n, "who": unit.name, "kind": unit.kind,
+                "rounds": len(unit.seconds["load"]),
+            }
+            if isinstance(unit.thing, CrtGets):
+                row["settings"] = unit.thing.describe()
+            samples = {}
+            for what in ("store", "load"):
+                seconds, cpu = unit.seconds[what], unit.cpu[what]
+                if not seconds:
+                    continue
+                row.update({
+                    f"{what}_s": statistics.median(seconds), f"{what}_s_min": min(seconds),
+                    f"{what}_s_max": max(seconds), f"{what}_s_runs": [round(v, 4) for v in seconds],
+                    f"{what}_mib_s": self.gib * 1024 / statistics.median(seconds),
+                    f"{what}_cpu_s_per_gib": statistics.median(cpu),
+                    f"{what}_cpu_s_per_gib_runs": [round(v, 3) for v in cpu],
+                })
+                samples[f"{what}_s"] = seconds
+                samples[f"{what}_cpu_s_per_gib"] = cpu
+            if unit.kind == "tier":
+                row["calls_us"] = {
+                    name: {"n": len(s), "p50": pct(s, 0.5), "p99": pct(s, 0.99), "max": max(s)}
+                    for name in CALLS if (s := unit.timer.samples[name])}
+            if unit.requests:
+                row["requests"] = unit.requests
+            out.append(mark(row, samples))
+        return out
+
+    def close(self) -> None:
+        for unit in self.units.values():
+            if unit.kind == "tier":
+                unit.thing.shutdown()
+        self.units.clear()
+        # The region is 2x the prompt: let it go before the next case maps its own. The
+        # tiers' reference cycles were frozen with the heap; unfreeze so they can go.
+        self.view = self.rows = None  # type: ignore[assignment]
+        gc.unfreeze()
+        gc.collect()
+
+
+def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in after}

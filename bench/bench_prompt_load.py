@@ -1,0 +1,190 @@
+"""Time to load one prompt's KV from S3: s3kv's tier, vLLM's obj tier, and the ceilings.
+
+    .venv-vllm/bin/python bench/bench_prompt_load.py            # everything, ~30 min quiet
+    .venv-vllm/bin/python bench/bench_prompt_load.py --links rgw-http --prompts 3072 \\
+        --block-tokens 16 --rounds 1 --json /tmp/p.json --force-loaded   # a smoke run
+    .venv/bin/python bench/bench_prompt_load.py --redraw docs/img/prompt-load.json
+    .venv/bin/python bench/bench_prompt_load.py --table docs/img/prompt-load.json
+
+What a user feels on a prefix hit is how long one prompt's KV takes to come back: vLLM
+asks a tier for it as ONE load job of all the prompt's blocks. For prompts of
+``--prompts`` tokens at ``--block-tokens`` tokens per block of Llama-3.1-8B's KV (128
+KiB per token: 16, 64 and 256 tokens make objects of 2, 8 and 32 MiB), this times that
+job for s3kv's tier and vLLM 0.33.0's obj tier (NIXL), both built by vLLM's
+``SecondaryTierFactory`` with a real ``TieringOffloadingSpec`` and ``--threads`` I/O
+threads, and one store job of the prompt (throughput), with the client's CPU per GiB
+and the scheduler-side call times (lookup, submit_store, submit_load,
+get_finished_jobs). Loads are checked byte for byte. Rounds are interleaved (tier order
+alternates; a warm-up round is not counted); tables give medians with min-max.
+
+The ceilings (``--ceilings``): ``crt`` is bare awscrt GETs of the same objects into the
+same rows with s3kv's settings (bench/_ceiling.py); ``crt:PART_MIB:CONNECTIONS`` other
+settings; ``memcpy`` a numpy copy of the prompt's bytes.
+
+Links (``--links``, bench/_links.py): Ceph RGW 16 on loopback over HTTP and TLS, and
+``aws-like``: RGW behind bench/_latency_proxy.py with ``--first-byte-ms`` of latency per
+request and ``--connection-mb-s`` per connection (defaults from published S3 figures,
+cited there); the proxy's per-method counts show both tiers' requests go through it.
+
+As vLLM's EngineCore does once its scheduler exists, the heap is frozen
+(``freeze_gc_heap()``) after the tiers are built. It refuses to run on a loaded machine
+(bench/_trust.py). Results go to ``--json`` and, where matplotlib is installed (the
+``bench`` extra, .venv), the chart to ``--chart``; in .venv-vllm draw it afterwards
+with ``--redraw``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+import _prompt_report as report  # noqa: E402
+import _trust  # noqa: E402
+from _latency_proxy import S3_CONNECTION_BYTES_PER_SECOND, S3_FIRST_BYTE_SECONDS  # noqa: E402
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+LLAMA_3_1_8B_KV_BYTES_PER_TOKEN = 128 * KiB
+"""32 layers x 8 KV heads x 128 dims x (K, V) x 2 bytes (bfloat16)."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--links", default="rgw-http,rgw-https,aws-like",
+                   help="rgw-http, rgw-https, aws-like (comma-separated)")
+    p.add_argument("--prompts", default="3072,8192", help="prompt lengths in tokens")
+    p.add_argument("--block-tokens", default="16,64,256", help="tokens per block (object)")
+    p.add_argument("--kv-bytes-per-token", type=int, default=LLAMA_3_1_8B_KV_BYTES_PER_TOKEN,
+                   help="KV bytes per token (default Llama-3.1-8B's, 131072)")
+    p.add_argument("--tiers", default="s3kv,vllm-obj")
+    p.add_argument("--ceilings", default="crt,memcpy",
+                   help="crt (s3kv's awscrt settings), crt:PART_MIB:CONNECTIONS, memcpy")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians)")
+    p.add_argument("--warmup", type=int, default=1, help="uncounted rounds first")
+    p.add_argument("--threads", type=int, default=16, help="I/O threads of each tier")
+    p.add_argument("--first-byte-ms", type=float, default=S3_FIRST_BYTE_SECONDS * 1000,
+                   help="aws-like: latency added to every request (default %(default)g, AWS's "
+                        "published first-byte latency for larger objects, low end)")
+    p.add_argument("--connection-mb-s", type=float, default=S3_CONNECTION_BYTES_PER_SECOND / 1e6,
+                   help="aws-like: rate cap per connection and direction, MB/s (default "
+                        "%(default)g, one S3 GET stream; 0: no cap)")
+    p.add_argument("--no-freeze", action="store_true", help="skip vLLM's freeze_gc_heap()")
+    p.add_argument("--json", type=Path, default=ROOT / "docs/img/prompt-load.json")
+    p.add_argument("--chart", type=Path, default=ROOT / "docs/img/prompt-load.png")
+    p.add_argument("--redraw", type=Path, metavar="JSON", help="only draw --chart from a JSON")
+    p.add_argument("--table", type=Path, metavar="JSON", help="only print a JSON's tables")
+    _trust.add_arguments(p)
+    args = p.parse_args(argv)
+    args.links = [x for x in args.links.split(",") if x]
+    args.prompts = [int(x) for x in args.prompts.split(",")]
+    args.block_tokens = [int(x) for x in args.block_tokens.split(",")]
+    args.tiers = [x for x in args.tiers.split(",") if x]
+    args.ceilings = [x for x in args.ceilings.split(",") if x]
+    for prompt in args.prompts:
+        for tokens in args.block_tokens:
+            if prompt % tokens:
+                p.error(f"a {prompt}-token prompt is not a whole number of {tokens}-token "
+                        "blocks; pick prompt lengths that are multiples of --block-tokens")
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
+    return args
+
+
+def tables(doc: dict[str, Any]) -> str:
+    return "\n\n".join([report.loads(doc), report.stores(doc), report.cpu(doc),
+                        report.calls(doc)])
+
+
+def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
+    from _links import links
+    from _prompt_run import Case
+
+    os.environ.update({"AWS_EC2_METADATA_DISABLED": "true", "AWS_REGION": "us-east-1"})
+    os.environ.pop("AWS_PROFILE", None)
+    biggest = max(args.prompts) * args.kv_bytes_per_token
+    rows: list[dict[str, Any]] = []
+    settings: dict[str, Any] = {}
+    proxy_cpu: dict[str, float] = {}
+    with links(args.links, memstore_bytes=2 * biggest + GiB,
+               first_byte_seconds=args.first_byte_ms / 1000,
+               connection_bytes_per_second=args.connection_mb_s * 1e6 or None) as found:
+        for name in args.links:
+            link = found[name]
+            settings[name] = link.settings
+            cpu0 = link.proxy.cpu_seconds() if link.proxy else 0.0
+            for prompt in args.prompts:
+                for tokens in args.block_tokens:
+                    t0 = time.monotonic()
+                    case = Case(link, prompt_tokens=prompt, block_tokens=tokens,
+                                kv_bytes_per_token=args.kv_bytes_per_token,
+                                threads=args.threads, tiers=args.tiers, ceilings=args.ceilings)
+                    try:
+                        if not args.no_freeze:
+                            from vllm.utils.gc_utils import freeze_gc_heap
+
+                            freeze_gc_heap()
+                        for r in range(-args.warmup, args.rounds):
+                            if r == 0:
+                                case.reset()
+                            case.round(r)
+                        done = case.rows_out()
+                    finally:
+                        case.close()
+                    rows += done
+                    print(f"{name} {prompt} tokens, {tokens} per block: "
+                          f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+                    print(report.loads({"rows": done, **_trust.stamp({}, trust)}), flush=True)
+            if link.proxy:
+                proxy_cpu[name] = round(link.proxy.cpu_seconds() - cpu0, 2)
+    from importlib import metadata
+
+    from _charts import machine
+
+    meta = {
+        "command": "bench/bench_prompt_load.py " + " ".join(sys.argv[1:]),
+        "prompts": args.prompts, "block_tokens": args.block_tokens,
+        "kv_bytes_per_token": args.kv_bytes_per_token, "rounds": args.rounds,
+        "warmup": args.warmup, "threads": args.threads, "gc_freeze": not args.no_freeze,
+        "tiers": args.tiers, "ceilings": args.ceilings, "links": settings,
+        "proxy_cpu_seconds": proxy_cpu, "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "versions": {n: metadata.version(n) for n in ("vllm", "nixl", "s3kv", "awscrt")},
+        "machine": machine(shared=trust["loaded"]),
+    }
+    return _trust.stamp({"meta": meta, "rows": rows}, trust)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.redraw:
+        print(report.chart(json.loads(args.redraw.read_text()), args.chart))
+        return 0
+    if args.table:
+        print(tables(json.loads(args.table.read_text())))
+        return 0
+    trust = _trust.gate(args)
+    doc = run(args, trust)
+    print(tables(doc))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.json}")
+    try:
+        print(f"wrote {report.chart(doc, args.chart)}")
+    except ImportError:
+        print("no chart: matplotlib is not installed here (the bench extra); draw it with "
+              f"`.venv/bin/python bench/bench_prompt_load.py --redraw {args.json}`")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
