@@ -72,7 +72,7 @@ def test_a_stalled_load_job_ends_within_attempts_and_timeouts(
     try:
         assert h.lookup(tier, ks) == [LookupResult.HIT] * 4
         per_attempt = CONNECT + READ if data_path == "crt" else READ
-        limit = 1.1 * (per_attempt * 3 + 0.1)
+        limit = 1.1 * (per_attempt * 3 + 0.1) + 0.25  # + thread hand-offs on a loaded box
         started = time.monotonic()
         tier.submit_load(h.job(ks, range(4), load=True))
         (result,) = h.wait_finished(tier, timeout=limit + 5)  # today on awscrt: 30 s+
