@@ -41,7 +41,7 @@ unit: $(STAMP)
 
 ## Quick loop without Ceph: S3KV_TEST_BACKENDS narrows the backends.
 functional: $(STAMP)
-	S3KV_TEST_BACKENDS=moto,moto-server,local $(PY) -m pytest tests/functional tests/cli -q
+	S3KV_TEST_BACKENDS=moto,moto-server,local $(PY) -m pytest tests/functional tests/cli tests/faults -q
 
 ## Ceph RADOS Gateway from Debian's packages (root; idempotent and fast when present).
 rgw-deps:

@@ -11,6 +11,7 @@ from s3kv.errors import (
     ChecksumMismatchError,
     ClosedError,
     IntegrityError,
+    InvalidAnswerError,
     InvalidInputError,
     InvalidKeyError,
     InvalidLocationError,
@@ -31,6 +32,7 @@ from s3kv.errors import (
     TransferCancelledError,
     TransferError,
     TransientStoreError,
+    UnsupportedByStoreError,
 )
 from s3kv.jobs import TransferJob
 from s3kv.keys import KeyMapper, make_offload_key, split_offload_key
@@ -49,6 +51,7 @@ __all__ = [
     "ClosedError",
     "Downloader",
     "IntegrityError",
+    "InvalidAnswerError",
     "InvalidInputError",
     "InvalidKeyError",
     "InvalidLocationError",
@@ -75,6 +78,7 @@ __all__ = [
     "TransferJob",
     "TransferReport",
     "TransientStoreError",
+    "UnsupportedByStoreError",
     "Uploader",
     "__version__",
     "make_offload_key",

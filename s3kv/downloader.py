@@ -24,7 +24,7 @@ from s3kv.namespace import Namespace
 from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
-from s3kv.stores import LocalStore, ObjectInfo
+from s3kv.stores import Cancel, LocalStore, ObjectInfo
 from s3kv.transfer import Transfer, as_bytes_view, offload_key_of, refuse_duplicates
 
 INTEGRITY_RETRIES = 1
@@ -244,8 +244,12 @@ class Downloader(Transfer):
         cancelled: threading.Event,
     ) -> BlockResult:
         if buffer is None:
+            # Never more than a block of this namespace, where its size is known.
+            limit = self.block_size_bytes
             data, info = with_retries(
-                lambda: self.store.get(object_key), self.settings, cancelled=cancelled
+                lambda: self.store.get(object_key, max_bytes=limit),
+                self.settings,
+                cancelled=cancelled,
             )
             view: memoryview = memoryview(data)
         else:
@@ -313,7 +317,7 @@ class _GetAttempt:
         self.where = downloader.url_for(self.object_key)
         self.rereads = 0
 
-    def start(self, done: Done) -> None:
+    def start(self, done: Done) -> Cancel:
         down, key = self.downloader, self.key
 
         def finished(info: ObjectInfo | None, error: BaseException | None) -> None:
@@ -339,7 +343,7 @@ class _GetAttempt:
                     return
                 done(result, None)
 
-        down.store.submit_get_into(self.object_key, self.buffer, done.guard(finished))
+        return down.store.submit_get_into(self.object_key, self.buffer, done.guard(finished))
 
     def give_up(self, reason: str) -> BlockResult:
         _zero(self.buffer)  # no partial or corrupt block may be mistaken for data

@@ -21,7 +21,9 @@ can catch either the s3kv class or the matching built-in::
     │   ├── ObjectNotFoundError (FileNotFoundError)
     │   ├── AccessDeniedError (PermissionError)
     │   ├── BucketNotFoundError (FileNotFoundError)
-    │   └── TransientStoreError                throttling, 5xx, dropped connection
+    │   ├── UnsupportedByStoreError            the store lacks a feature s3kv relies on
+    │   ├── InvalidAnswerError                 an answer that is not what S3 says
+    │   └── TransientStoreError                throttling, 5xx, dropped connection, timeout
     ├── IntegrityError                         a block's bytes are not what was stored
     │   ├── SizeMismatchError
     │   └── ChecksumMismatchError
@@ -101,8 +103,25 @@ class AccessDeniedError(StoreError, PermissionError):
     """The credentials in use may not perform the operation."""
 
 
+class UnsupportedByStoreError(StoreError):
+    """The store lacks a feature s3kv relies on (``If-None-Match``, object tags): it
+    answered 501 NotImplemented, or ignored a create-only condition."""
+
+
+class InvalidAnswerError(StoreError):
+    """An answer S3 would never give (a listing page that repeats a token or lists keys
+    out of order): not retried, since asking again would loop."""
+
+
 class TransientStoreError(StoreError):
-    """A failure worth retrying: throttling, a 5xx, a dropped connection, a race."""
+    """A failure worth retrying: throttling, a 5xx, a dropped connection, a race.
+
+    ``retry_after`` is the wait in seconds the store asked for (``Retry-After``), if any.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class IntegrityError(S3KVError):

@@ -331,11 +331,15 @@ class _GC:
     def _abort_uploads(self, older_than: float) -> int:
         limit = self.now - timedelta(seconds=older_than)
         aborted = 0
-        for upload in self.store.list_multipart_uploads(list_root(self.loc)):
-            if upload.initiated is not None and upload.initiated < limit:
-                if not self.dry_run:
-                    self._abort(upload)
-                aborted += 1
+        root = list_root(self.loc)
+        try:
+            for upload in self.store.list_multipart_uploads(root):
+                if upload.initiated is not None and upload.initiated < limit:
+                    if not self.dry_run:
+                        self._abort(upload)
+                    aborted += 1
+        except S3KVError as exc:  # blocks may be deleted already: report, don't hide it
+            self.failures[f"{self.loc.url_for(root)} (multipart uploads)"] = str(exc)
         return aborted
 
     def _abort(self, upload: MultipartUpload) -> None:

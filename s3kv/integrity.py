@@ -22,6 +22,8 @@ from s3kv.errors import ChecksumMismatchError, SettingsError, SizeMismatchError
 
 METADATA_KEY = "s3kv-checksum"
 """User-metadata key (sent as ``x-amz-meta-s3kv-checksum``)."""
+WRITE_ID_KEY = "s3kv-write-id"
+"""User-metadata key of a write's token (see :mod:`s3kv.writes`)."""
 
 Buffer = bytes | bytearray | memoryview
 
@@ -91,6 +93,40 @@ def verify(expected: Checksum, data: Buffer, *, where: str) -> None:
             f"{where}: {expected.algorithm} checksum mismatch (stored {expected.value}, "
             f"read {got}); the object was changed or damaged after it was written"
         )
+
+
+def verified(
+    expected: Checksum, data: Buffer, reread: Callable[[], Buffer], *, where: str
+) -> Buffer:
+    """``data`` if it has the expected checksum; else the block read once more.
+
+    One mismatch may be damage on the wire (a flipped bit past TCP's checksum, a faulty
+    proxy), so it is not blamed on the object: the block is read again. A second mismatch
+    raises :class:`ChecksumMismatchError` saying whether both reads agreed (the stored
+    object is damaged) or not (something on the way keeps changing the bytes).
+    """
+    first = compute(expected.algorithm, data)
+    if first == expected:
+        return data
+    again = reread()
+    second = compute(expected.algorithm, again)
+    if second == expected:
+        return again
+    got = second.value if second else "none"
+    if first == second:
+        why = (
+            "read twice with the same result: the object was changed or damaged after it "
+            "was written"
+        )
+    else:
+        why = (
+            f"read twice with different results ({first.value if first else 'none'}, {got}): "
+            "the bytes change on the way (network, proxy or store)"
+        )
+    raise ChecksumMismatchError(
+        f"{where}: {expected.algorithm} checksum mismatch (stored {expected.value}, read "
+        f"{got}); {why}"
+    )
 
 
 def check_size(size: int, expected: int | None, *, where: str) -> None:

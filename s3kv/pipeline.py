@@ -5,8 +5,9 @@ The thread-per-request form (:class:`s3kv.jobs.TransferJob`) parks one Python th
 every request in flight; with awscrt that costs about a quarter of a millisecond of CPU
 per request in thread hand-offs. Here a request's completion starts the next one's slot
 instead. Retries keep the policy of :func:`s3kv.retry.with_retries` (the same
-:func:`~s3kv.retry.backoff_delay`): transient errors only, bounded by attempts and a
-per-block deadline.
+:func:`~s3kv.retry.retry_delay`, so ``Retry-After`` too): transient errors only, bounded
+by attempts and a per-block deadline. :meth:`PipelinedJob.cancel` cancels the requests
+in flight (the store's cancel functions), so a cancelled job ends at once.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
-from s3kv.errors import S3KVError, TransientStoreError
+from s3kv.errors import S3KVError, TransferCancelledError, TransientStoreError
 from s3kv.jobs import BlockResult, TransferJob
-from s3kv.retry import backoff_delay
+from s3kv.retry import give_up_reason, retry_delay
 from s3kv.settings import S3Settings
 
 
@@ -33,16 +34,18 @@ class Done:
     failed: no callback can strand a job.
     """
 
-    __slots__ = ("_called", "_fn")
+    __slots__ = ("_called", "_fn", "cancel")
 
     def __init__(self, fn: Callable[[BlockResult | None, BaseException | None], None]) -> None:
         self._fn = fn
         self._called = False
+        self.cancel: Callable[[], None] | None = None  # the request's, once started
 
     def __call__(self, result: BlockResult | None, error: BaseException | None) -> None:
         if self._called:
             return
         self._called = True
+        self.cancel = None  # the request is over (and held the caller's buffer)
         self._fn(result, error)
 
     def guard(self, callback: Callable[..., None]) -> Callable[..., None]:
@@ -60,8 +63,9 @@ class Attempt(Protocol):
 
     key: bytes
 
-    def start(self, done: Done) -> None:
-        """Start one attempt; later ``done(result, None)`` or ``done(None, error)``."""
+    def start(self, done: Done) -> Callable[[], None] | None:
+        """Start one attempt; later ``done(result, None)`` or ``done(None, error)``.
+        Returns a function that cancels the request, if the store gives one."""
 
     def give_up(self, reason: str) -> BlockResult:
         """The failed result once no attempt is left (and any cleanup, e.g. zeroing)."""
@@ -88,6 +92,7 @@ class PipelinedJob(TransferJob):
         self._later: list[tuple[float, int, Attempt, int, float]] = []  # retry heap
         self._order = itertools.count()
         self._inflight = 0
+        self._live: set[Done] = set()  # attempts in flight, to cancel
         self._left = len(attempts)
         deadline = time.monotonic() + settings.deadline_seconds
         self._ready.extend((a, 0, deadline) for a in attempts)
@@ -100,6 +105,10 @@ class PipelinedJob(TransferJob):
         super().cancel()
         with self._cond:
             self._cond.notify()
+            live = list(self._live)
+        for done in live:  # each ends with an error, then gives up as "cancelled"
+            if done.cancel is not None:
+                done.cancel()
 
     def _drive(self) -> None:
         while True:
@@ -131,18 +140,24 @@ class PipelinedJob(TransferJob):
             self._launch(attempt, tries, deadline)
 
     def _launch(self, attempt: Attempt, tries: int, deadline: float) -> None:
+        started: list[Done] = []  # not `done` itself: a cycle would keep the buffers alive
+
         def completed(result: BlockResult | None, error: BaseException | None) -> None:
+            self._live.discard(started.pop())
             self._completed(attempt, tries + 1, deadline, result, error)
 
         done = Done(completed)
-
+        started.append(done)
+        self._live.add(done)
         self._starting.active = True
         try:
-            attempt.start(done)
+            done.cancel = attempt.start(done)
         except BaseException as exc:
             done(None, exc)
         finally:
             self._starting.active = False
+        if self._cancel.is_set() and done.cancel is not None:
+            done.cancel()  # cancel() ran while this one was starting
 
     def _completed(
         self,
@@ -181,16 +196,22 @@ class PipelinedJob(TransferJob):
         self, attempt: Attempt, tries: int, deadline: float, error: BaseException | None
     ) -> BlockResult | None:
         s = self._settings
-        if isinstance(error, TransientStoreError) and not self._cancel.is_set():
-            due = time.monotonic() + backoff_delay(s, tries)
-            if tries < s.max_attempts and due <= deadline:
+        if self._cancel.is_set() and isinstance(
+            error, (TransientStoreError, TransferCancelledError)
+        ):
+            return attempt.give_up("cancelled")
+        if isinstance(error, TransientStoreError):
+            delay = retry_delay(s, tries, error)
+            now = time.monotonic()
+            if tries < s.max_attempts and now + delay <= deadline:
                 with self._cond:
-                    heapq.heappush(self._later, (due, next(self._order), attempt, tries, deadline))
+                    heapq.heappush(
+                        self._later, (now + delay, next(self._order), attempt, tries, deadline)
+                    )
                     self._cond.notify()  # the driver sleeps until the earliest retry
                 return None
-            return attempt.give_up(f"{error} (gave up after {tries} attempts)")
-        if self._cancel.is_set() and isinstance(error, TransientStoreError):
-            return attempt.give_up("cancelled")
+            started = deadline - s.deadline_seconds
+            return attempt.give_up(give_up_reason(error, s, tries, now - started, delay))
         if isinstance(error, S3KVError):
             return attempt.give_up(str(error))
         return attempt.give_up(f"unexpected {type(error).__name__}: {error}")

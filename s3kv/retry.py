@@ -1,4 +1,12 @@
-"""Retries with exponential backoff and full jitter, bounded by attempts and a deadline."""
+"""The one retry policy: backoff with full jitter, the store's ``Retry-After``, attempts and
+a deadline. Every request goes through it: blocks on both data paths (here, or in
+:class:`s3kv.pipeline.PipelinedJob` with the same :func:`retry_delay`), manifests,
+HEADs, listing pages and deletes.
+
+How long one attempt may take is the store's part: each request is bounded by the
+connect and read timeouts (a read timeout counts from the last byte that moved), so a
+stalled attempt ends as a :class:`~s3kv.errors.TransientStoreError` and comes back here.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +26,31 @@ def backoff_delay(settings: S3Settings, attempt: int) -> float:
     """Seconds to wait before retry number ``attempt`` (1-based): full jitter, capped."""
     cap = min(settings.backoff_max_seconds, settings.backoff_base_seconds * 2**attempt)
     return random.uniform(0, cap)
+
+
+def retry_delay(settings: S3Settings, attempt: int, error: BaseException | None) -> float:
+    """The wait before retry number ``attempt``: the backoff, or longer if the store asked
+    for longer (``Retry-After``, as rclone's pacer honours it)."""
+    delay = backoff_delay(settings, attempt)
+    asked = getattr(error, "retry_after", None)
+    return max(delay, asked) if asked is not None else delay
+
+
+def give_up_reason(
+    error: BaseException, settings: S3Settings, attempt: int, elapsed: float, delay: float
+) -> str:
+    """Why retrying stops, with the limits to change."""
+    asked = getattr(error, "retry_after", None)
+    waited = (
+        f"; the store asked to retry after {asked:g}s, past the deadline"
+        if asked is not None and asked >= delay and attempt < settings.max_attempts
+        else ""
+    )
+    return (
+        f"{error} (gave up after {attempt} attempts in {elapsed:.1f}s{waited}; limits: "
+        f"S3KV_MAX_ATTEMPTS={settings.max_attempts}, "
+        f"S3KV_DEADLINE_SECONDS={settings.deadline_seconds:g})"
+    )
 
 
 def with_retries(
@@ -42,12 +75,11 @@ def with_retries(
         try:
             return fn()
         except TransientStoreError as exc:
-            delay = backoff_delay(settings, attempt)
-            if attempt >= settings.max_attempts or time.monotonic() + delay > deadline:
+            delay = retry_delay(settings, attempt, exc)
+            now = time.monotonic()
+            if attempt >= settings.max_attempts or now + delay > deadline:
                 raise TransientStoreError(
-                    f"{exc} (gave up after {attempt} attempts in "
-                    f"{time.monotonic() - started:.1f}s; limits: S3KV_MAX_ATTEMPTS="
-                    f"{settings.max_attempts}, S3KV_DEADLINE_SECONDS={settings.deadline_seconds:g})"
+                    give_up_reason(exc, settings, attempt, now - started, delay)
                 ) from exc
             if cancelled is not None:
                 if cancelled.wait(delay):

@@ -7,6 +7,7 @@ given explicitly; they are ``SecretStr`` so they never show in reprs, logs or er
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -110,12 +111,6 @@ class S3Settings(BaseModel):
             raise ValueError("give both access_key_id and secret_access_key, or neither")
         if self.ca_bundle is not None and not self.ca_bundle.is_file():
             raise ValueError(f"ca_bundle {str(self.ca_bundle)!r} is not a readable file")
-        if self.endpoint_url is not None and not self.endpoint_url.startswith(
-            ("http://", "https://")
-        ):
-            raise ValueError(
-                f"endpoint_url {self.endpoint_url!r} must start with http:// or https://"
-            )
         if self.endpoint_url is not None:
             _check_endpoint(self.endpoint_url)
         return self
@@ -162,31 +157,72 @@ class S3Settings(BaseModel):
         return f"S3Settings({body})"
 
 
-def _check_endpoint(url: str) -> None:
-    """A URL botocore and awscrt can connect to: a host, a valid port, nothing else odd."""
-    if "@" in url.partition("://")[2].partition("/")[0]:
-        # Not echoed: the part before "@" may be a password.
-        raise ValueError(
-            "endpoint_url must not hold a user name or password; give credentials through "
-            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --profile"
+def display_url(url: str) -> str:
+    """An endpoint URL fit for a message: scheme, host, port and path only.
+
+    User info, query and fragment may hold secrets (``user:password@``,
+    ``X-Amz-Signature=...``), so no message ever shows them; nor an authority that looks
+    like a mangled password (percent-encoded, or a port that is not a number).
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "<endpoint>"
+    rest = re.split(r"[?#]", rest, maxsplit=1)[0]
+    authority, slash, path = rest.partition("/")
+    authority = authority.rpartition("@")[2]
+    bare = authority.rpartition("]")[2]  # what follows a bracketed IPv6 address
+    port = bare.rpartition(":")[2] if ":" in bare else "0"
+    if "%" in bare or not port.isdigit():
+        authority = "<host hidden>"
+    return f"{scheme}://{authority}{slash}{path}"
+
+
+def endpoint_problem(url: str) -> str | None:
+    """Why botocore and awscrt could not both use ``url``, or None.
+
+    The message never repeats user info, a query, a fragment, or an authority that could
+    be a mangled password (percent-encoded characters, a port that is not a number).
+    """
+    if not url.lower().startswith(("http://", "https://")):
+        return "endpoint_url must start with http:// or https://, e.g. http://minio:9000"
+    if any(ord(c) <= 32 or ord(c) == 127 for c in url):
+        return (
+            "endpoint_url holds a space or control character; give scheme, host, port and "
+            "optionally a path, e.g. http://minio:9000"
+        )
+    authority = re.split(r"[/?#]", url.partition("://")[2], maxsplit=1)[0]
+    host_part = authority.rpartition("]")[2] if authority.startswith("[") else authority
+    if "@" in authority or "%" in host_part:
+        # Not echoed: the part before "@" (or written as %40/%3A) may be a password.
+        return (
+            "endpoint_url must not hold a user name or password (also not percent-encoded); "
+            "give credentials through AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --profile"
         )
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as exc:
-        raise ValueError(
-            f"endpoint_url {url!r} is not a valid URL ({exc}); e.g. http://minio:9000 or "
-            "http://[::1]:9000"
-        ) from None
-    if not parts.hostname:
-        raise ValueError(f"endpoint_url {url!r} names no host; e.g. http://minio:9000")
-    if port == 0:
-        raise ValueError(f"endpoint_url {url!r} has port 0; e.g. http://minio:9000")
-    if parts.query or parts.fragment or any(ord(c) <= 32 or ord(c) == 127 for c in url):
-        raise ValueError(
-            f"endpoint_url {url!r} has a query, fragment, space or control character; "
-            "give only scheme, host and port, e.g. http://minio:9000"
+    except ValueError:
+        return (
+            "endpoint_url is not a valid URL (a bracketed IPv6 address, or a port from 1 to "
+            "65535); e.g. http://minio:9000 or http://[::1]:9000"
         )
+    shown = display_url(url)
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return (
+            f"endpoint_url {shown!r} has a query or fragment (not shown: it may hold a "
+            "signature or token); give scheme, host, port and optionally a path"
+        )
+    if not parts.hostname:
+        return f"endpoint_url {shown!r} names no host; e.g. http://minio:9000"
+    if port == 0:
+        return f"endpoint_url {shown!r} has port 0; e.g. http://minio:9000"
+    return None
+
+
+def _check_endpoint(url: str) -> None:
+    problem = endpoint_problem(url)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def _explain(exc: ValidationError, env: Mapping[str, str]) -> str:
@@ -196,6 +232,8 @@ def _explain(exc: ValidationError, env: Mapping[str, str]) -> str:
         where = next((v for v in ENVIRONMENT.get(field, ()) if env.get(v)), None)
         source = f" (from ${where})" if where else ""
         value = "<secret>" if "secret" in field or "token" in field else repr(err.get("input"))
+        if field == "endpoint_url" and isinstance(err.get("input"), str):
+            value = repr(display_url(err["input"]))
         if not field:
             parts.append(err["msg"].removeprefix("Value error, "))
         else:

@@ -9,17 +9,20 @@ checksummed, and resumable: the destination is listed once alongside the source
 (:class:`s3kv.listing.SortedPresence`), so a re-run sends only what is missing.
 Both sides on one S3 endpoint: server-side copy; otherwise bytes stream through.
 
-A block whose source records no checksum (vLLM's object-store tier, another client, any
-directory) is size-checked instead: it must be non-empty and as large as its namespace
-and rank's usual size (learned from one listing of that rank's folder, made only when
-such a block turns up); one read from S3 is counted ``unverified`` (a directory records
-no checksum by design: its blocks are not). A destination block of the right size counts
-as already present, unless both sides record checksums and they differ; with
-``checksum`` it is read and compared too. A destination block that fails its check (of
-another size, or, with ``checksum``, differing from a verified source) is replaced from
-a source block that passes its own (:mod:`s3kv.damage`: ``If-Match`` on S3, re-check and
-rename in a directory). A namespace whose manifest cannot be written (a folder that
-cannot be made) is reported failed with the reason, and the sync goes on with the others.
+Every block is held to its namespace and rank's usual size (the most common one, from
+one listing of that rank's folder): a larger object is failed without being read (a
+foreign object under a block key must not fill memory), and a block is read no larger
+than listed. A block whose source records no checksum (vLLM's object-store tier, another
+client, any directory) must have exactly that size; one read from S3 is counted
+``unverified`` (a directory records no checksum by design: its blocks are not). A
+checksum mismatch is read once more (it may have been damaged on the wire); a second
+one is damage. A destination block of the right size counts as already present, unless
+both sides record checksums and they differ; with ``checksum`` it is read and compared
+too. A destination block that fails its check (of another size, or, with ``checksum``,
+differing from a verified source) is replaced from a source block that passes its own
+(:mod:`s3kv.damage`: ``If-Match`` on S3, re-check and rename in a directory). A
+namespace whose manifest cannot be written (a folder that cannot be made) is reported
+failed with the reason, and the sync goes on with the others.
 
 The source is listed twice: first to count (the totals progress shows, and the check
 that the location and the filters match something, before anything is written:
@@ -47,6 +50,7 @@ from s3kv.errors import (
     SizeMismatchError,
     StoreError,
     TransientStoreError,
+    UnsupportedByStoreError,
 )
 from s3kv.listing import (
     MAX_EXAMPLES,
@@ -68,6 +72,7 @@ from s3kv.scope import Census, NestedCache
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, S3Store, Store, open_store
 from s3kv.transfer import BLOCK_TAGS
+from s3kv.writes import prove_create_only, put_create_only, write_id
 
 MAX_FAILURES_KEPT = 1000
 """Failed blocks named in a report (all are counted)."""
@@ -232,6 +237,7 @@ class _Sync:
         self.stray = 0
         self.stray_examples: list[str] = []
         self.started = time.perf_counter()
+        self.proven = False  # the destination honours If-None-Match (see s3kv.writes)
         concurrency = options.concurrency or dst_settings.concurrency
         self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="s3kv-sync")
         # Blocks in flight (each holding its bytes) never exceed twice the pool size.
@@ -280,6 +286,17 @@ class _Sync:
             state.manifest == "missing" and not self.options.allow_missing_manifest
         ):
             self._count(parsed.folder, size=size, skipped=1)
+            return
+        usual = self._usual_size(entry.info.key)
+        if usual is not None and size > usual:
+            self._fail(
+                parsed.folder,
+                self.dst_root + relative,
+                f"{self.src_loc.url_for(entry.info.key)}: {size} bytes, larger than the "
+                f"{usual} bytes of its namespace's other rank-{parsed.rank} blocks: a foreign "
+                "or damaged object; not read. Run 's3kv verify' on the source",
+                size=size,
+            )
             return
         present_size = self.presence.size_of(relative)
         dst_key = self.dst_root + relative
@@ -334,7 +351,12 @@ class _Sync:
         else:
             try:
                 status, problem = self._put_manifest(folder, manifest.data)
-            except (AccessDeniedError, BucketNotFoundError, TransientStoreError):
+            except (
+                AccessDeniedError,
+                BucketNotFoundError,
+                TransientStoreError,
+                UnsupportedByStoreError,
+            ):
                 raise  # the whole destination is unusable: no other namespace would fare better
             except StoreError as exc:
                 status, problem = "failed", str(exc)
@@ -347,13 +369,13 @@ class _Sync:
         if self.options.dry_run:
             exists = with_retries(lambda: self.dst.head(key), self.settings) is not None
             return ("present" if exists else "would-copy"), ""
-        created = with_retries(
-            lambda: self.dst.put(key, data, PutOptions(create_only=True)), self.settings
-        )
+        created = put_create_only(self.dst, key, data, PutOptions(create_only=True), self.settings)
         if created:
+            self._prove(key, data)
             return "copied", ""
         existing = read_capped(self.dst, key, self.settings)
         if existing == data:
+            self._prove(key, existing)
             return "present", ""
         theirs, problem = check_manifest(existing, folder)
         ours, _ = check_manifest(data, folder)
@@ -362,7 +384,15 @@ class _Sync:
                 f"{self.dst_loc.url_for(key)} exists and differs from the source's "
                 f"manifest ({problem or 'other fields'}); blocks left out"
             )
+        self._prove(key, existing)
         return "present", ""
+
+    def _prove(self, key: str, stored: bytes) -> None:
+        """The first manifest write of the run proves the destination refuses a second
+        create-only PUT (see :mod:`s3kv.writes`), before any block is written."""
+        if not self.proven:
+            prove_create_only(self.dst, key, stored, self.settings)
+            self.proven = True
 
     # -- blocks -----------------------------------------------------------------------
 
@@ -381,18 +411,28 @@ class _Sync:
                 lambda: self.dst.copy_from(self.src, src_key, dst_key), self.settings
             )
             return created, size if created else 0, created and info.checksum is None
-        data, info = with_retries(lambda: self.src.get(src_key), self.src_settings)
-        if len(data) != size:
-            raise SizeMismatchError(f"{where}: listed as {size} bytes, read {len(data)}")
-        checksum = info.checksum
-        if checksum is not None:
-            integrity.verify(checksum, data, where=where)
+        def read() -> tuple[bytes, integrity.Checksum | None]:
+            # Never more than listed: an object replaced since is refused unread.
+            data, info = with_retries(
+                lambda: self.src.get(src_key, max_bytes=size), self.src_settings
+            )
+            if len(data) != size:
+                raise SizeMismatchError(f"{where}: listed as {size} bytes, read {len(data)}")
+            return data, info.checksum
+
+        first, recorded = read()
+        checksum = recorded
+        data: integrity.Buffer = first
+        if recorded is not None:
+            data = integrity.verified(recorded, first, lambda: read()[0], where=where)
         else:
             integrity.check_size(len(data), self._usual_size(src_key), where=where)
             checksum = integrity.compute(self.settings.checksum, data)
-        options = PutOptions(create_only=True, checksum=checksum, tags=BLOCK_TAGS)
-        created = with_retries(lambda: self.dst.put(dst_key, data, options), self.settings)
-        return created, len(data) if created else 0, created and info.checksum is None
+        options = PutOptions(
+            create_only=True, checksum=checksum, tags=BLOCK_TAGS, write_id=write_id()
+        )
+        created = put_create_only(self.dst, dst_key, data, options, self.settings)
+        return created, len(data) if created else 0, created and recorded is None
 
     def _copied(self, src_key: str, dst_key: str, size: int) -> tuple[_Outcome, int, bool]:
         created, nbytes, unverified = self._copy(src_key, dst_key, size)

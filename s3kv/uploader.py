@@ -9,12 +9,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from s3kv import integrity
-from s3kv.errors import NamespaceConflictError, S3KVError
+from s3kv.errors import NamespaceConflictError, S3KVError, TransientStoreError
 from s3kv.jobs import BlockResult, TransferJob
+from s3kv.listing import read_capped
 from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
-from s3kv.stores import PutOptions
+from s3kv.stores import Cancel, PutOptions
 from s3kv.transfer import (
     BLOCK_TAGS,
     Transfer,
@@ -23,6 +24,7 @@ from s3kv.transfer import (
     pairs_of,
     refuse_duplicates,
 )
+from s3kv.writes import landed, prove_create_only, put_create_only, write_id
 
 MANIFEST_OPTIONS = PutOptions(create_only=True)
 MANIFEST_RECHECK_SECONDS = 30.0
@@ -40,8 +42,9 @@ class Uploader(Transfer):
     ...     report = up.put_blocks({offload_key: row, ...})
     ...     report.stored, report.already_present, report.failed
 
-    The manifest (``config.json``) is created before the first block is written.
-    Blocks are written create-only: an existing block is never rewritten.
+    The manifest (``config.json``) is created before the first block is written, and
+    proves the store honours create-only writes (:mod:`s3kv.writes`). Blocks are written
+    create-only: an existing block is never rewritten.
     """
 
     _manifest_ready = False
@@ -63,11 +66,9 @@ class Uploader(Transfer):
         # writer already described; the create-only PUT settles races between writers.
         theirs = self.read_manifest()
         created = False
+        key, data = self.keys.config_key(), self.namespace.manifest_bytes()
         if theirs is None:
-            key, data = self.keys.config_key(), self.namespace.manifest_bytes()
-            created = with_retries(
-                lambda: self.store.put(key, data, MANIFEST_OPTIONS), self.settings
-            )
+            created = put_create_only(self.store, key, data, MANIFEST_OPTIONS, self.settings)
             if not created:
                 theirs = self.read_manifest()
         if theirs is not None and theirs.fields != self.namespace.fields:
@@ -77,6 +78,8 @@ class Uploader(Transfer):
                 "Two configurations hashed to one folder digest should never happen; "
                 "check who wrote this manifest, or use another prefix."
             )
+        stored = data if created else read_capped(self.store, key, self.settings)
+        prove_create_only(self.store, key, stored, self.settings)
         self._manifest_ready = True
         self._manifest_seen_at = time.monotonic()
         return created
@@ -147,11 +150,10 @@ class Uploader(Transfer):
                 create_only=True,
                 checksum=integrity.compute(self.settings.checksum, view),
                 tags=BLOCK_TAGS,
+                write_id=write_id(),
             )
-            created = with_retries(
-                lambda: self.store.put(object_key, view, options),
-                self.settings,
-                cancelled=cancelled,
+            created = put_create_only(
+                self.store, object_key, view, options, self.settings, cancelled=cancelled
             )
             if created:
                 return BlockResult(key, "done", nbytes=len(view))
@@ -163,14 +165,17 @@ class Uploader(Transfer):
 class _PutAttempt:
     """One block's create-only PUT on a store that submits without blocking."""
 
-    __slots__ = ("key", "object_key", "options", "uploader", "view")
+    __slots__ = ("key", "object_key", "options", "unsure", "uploader", "view")
 
     def __init__(self, uploader: Uploader, key: bytes, view: memoryview) -> None:
         self.uploader, self.key, self.view = uploader, key, view
         self.object_key = uploader.keys.key_for(key)
         self.options: PutOptions | None = None  # at the first start, off the caller's thread
+        # A 412 may answer our own write whose answer was lost: after a failed attempt, or
+        # always where the transport resends on its own.
+        self.unsure = uploader.store.retries_itself
 
-    def start(self, done: Done) -> None:
+    def start(self, done: Done) -> Cancel:
         up, key, size = self.uploader, self.key, len(self.view)
         options = self.options
         if options is None:  # a retry reuses the checksum: the bytes have not changed
@@ -178,17 +183,35 @@ class _PutAttempt:
                 create_only=True,
                 checksum=integrity.compute(up.settings.checksum, self.view),
                 tags=BLOCK_TAGS,
+                write_id=write_id(),
             )
 
         def finished(created: bool | None, error: BaseException | None) -> None:
             if error is not None:
+                self.unsure = self.unsure or isinstance(error, TransientStoreError)
                 done(None, error)
             elif created:
                 done(BlockResult(key, "done", nbytes=size), None)
+            elif self.unsure:
+                # 412 after a lost answer: a HEAD tells whose object it is, off the
+                # transport's thread (a blocking request there could stall its loop).
+                up.executor.submit(self._settle_unsure, options, done)
             else:
                 done(BlockResult(key, "already_present"), None)
 
-        up.store.submit_put(self.object_key, self.view, options, done.guard(finished))
+        return up.store.submit_put(self.object_key, self.view, options, done.guard(finished))
+
+    def _settle_unsure(self, options: PutOptions, done: Done) -> None:
+        up = self.uploader
+        try:
+            ours = landed(up.store, self.object_key, options, len(self.view), up.settings)
+        except BaseException as exc:
+            done(None, exc)
+            return
+        if ours:
+            done(BlockResult(self.key, "done", nbytes=len(self.view)), None)
+        else:
+            done(BlockResult(self.key, "already_present"), None)
 
     def give_up(self, reason: str) -> BlockResult:
         return BlockResult(self.key, "failed", reason=reason)

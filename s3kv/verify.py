@@ -12,7 +12,10 @@ removes; a younger one is a write in progress and is left alone.
 The location means what it means for every command (:mod:`s3kv.scope`): a location that
 holds no namespace is an error naming what was probably meant (``allow_empty`` accepts
 one with nothing at all under it). ``deep`` lists first (every check above), then reads
-the blocks with their count and bytes known, so progress has a total.
+the blocks with their count and bytes known, so progress has a total. A deep read takes
+never more bytes than listed, and a block larger than its rank's usual size is not read
+at all (its ``size-mismatch`` finding says enough). A checksum mismatch is read once
+more before it is a finding: one on the wire only is not blamed on the object.
 """
 
 from __future__ import annotations
@@ -189,7 +192,7 @@ class _Verify:
         )
         if self.deep:
             self.meter.start("checking", blocks=blocks, nbytes=total_bytes)
-            self._read_all()
+            self._read_all(spaces)
         self.meter.finish()
         return VerifyReport(
             location=self.loc.url,
@@ -207,14 +210,25 @@ class _Verify:
             stray_keys=stray,
         )
 
-    def _read_all(self) -> None:
-        """Read every block of the location, a bounded number at a time."""
+    def _read_all(self, spaces: dict[str, _Namespace]) -> None:
+        """Read every block of the location, a bounded number at a time; none larger
+        than its rank's usual size (a size-mismatch finding, never read into memory)."""
+        usual = {
+            (folder, rank_no): usual_size(rank.sizes)
+            for folder, ns in spaces.items()
+            for rank_no, rank in ns.ranks.items()
+        }
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="s3kv-verify") as pool:
             for entry in walk(self.store, self.loc):
-                if entry.parsed is None or entry.parsed.kind != "block":
+                parsed = entry.parsed
+                if parsed is None or parsed.kind != "block" or parsed.rank is None:
+                    continue
+                limit = usual.get((parsed.folder, parsed.rank))
+                if limit is not None and entry.info.size > limit:
+                    self.meter.add(1)
                     continue
                 self.slots.acquire()
-                future = pool.submit(self._read, entry.info.key)
+                future = pool.submit(self._read, entry.info.key, entry.info.size)
                 future.add_done_callback(lambda _: self.slots.release())
 
     def _check_namespace(self, prefix: str, folder: str, ns: _Namespace) -> NamespaceCheck:
@@ -273,12 +287,16 @@ class _Verify:
                 "temp file of a write that died before its rename; 's3kv gc' removes it",
             )
 
-    def _read(self, key: str) -> None:
+    def _read(self, key: str, size: int) -> None:
         where = self.loc.url_for(key)
+
+        def read() -> tuple[bytes, ObjectInfo]:
+            return with_retries(lambda: self.store.get(key, max_bytes=size), self.settings)
+
         try:
-            data, info = with_retries(lambda: self.store.get(key), self.settings)
+            data, info = read()
             if info.checksum is not None:
-                integrity.verify(info.checksum, data, where=where)
+                integrity.verified(info.checksum, data, lambda: read()[0], where=where)
         except IntegrityError as exc:
             self.add("checksum-mismatch", key, str(exc))
             self.meter.add(1)

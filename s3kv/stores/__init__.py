@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from s3kv.location import Location, parse_location
 from s3kv.settings import S3Settings
-from s3kv.stores.base import MultipartUpload, ObjectInfo, PutOptions, Store
+from s3kv.stores.base import Cancel, MultipartUpload, ObjectInfo, PutOptions, Store
 from s3kv.stores.local import LocalStore
 from s3kv.stores.s3 import S3Store
 
@@ -25,6 +25,7 @@ def open_store(location: Location | str, settings: S3Settings | None = None) -> 
 
 
 __all__ = [
+    "Cancel",
     "LocalStore",
     "MultipartUpload",
     "ObjectInfo",

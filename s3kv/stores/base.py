@@ -2,7 +2,9 @@
 
 Keys are full object keys (prefix included) for S3, and paths relative to the root for a
 directory. Operations raise errors from :mod:`s3kv.errors` only; retrying transient
-failures is the caller's job (see :mod:`s3kv.retry`), so a store never hides one.
+failures is the caller's job (see :mod:`s3kv.retry`), so a store never hides one; except
+listing pages, which a store retries under the same policy (a generator cannot be
+retried from outside). Each request is bounded by the connect and read timeouts.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from s3kv.integrity import Buffer, Checksum
 DELETE_BATCH = 1000
 """S3's limit of keys per DeleteObjects request."""
 
+Cancel = Callable[[], None]
+"""Cancels a submitted request: it ends soon with an error, writes nothing more into
+the caller's buffer, and frees its connection."""
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
@@ -29,6 +35,8 @@ class ObjectInfo:
     checksum: Checksum | None = None
     """s3kv's recorded checksum (from metadata); None when the store keeps none."""
     etag: str | None = None
+    write_id: str | None = None
+    """The token of the write that stored it (:attr:`PutOptions.write_id`), if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +60,9 @@ class PutOptions:
     """Overwrite only the object of this ETag (``If-Match``; sent unquoted, which both
     moto and Ceph RGW 16 accept); a write whose condition fails returns False. S3 only:
     a directory has no ETag (its callers re-check the bytes first)."""
+    write_id: str | None = None
+    """A token of this write, kept in metadata (``x-amz-meta-s3kv-write-id``; not by a
+    directory): after a lost answer and a 412, it tells our own write from another's."""
 
 
 class Store(abc.ABC):
@@ -60,9 +71,14 @@ class Store(abc.ABC):
     #: a short name for messages: "s3://bucket" or the directory.
     name: str
 
+    #: The transport may resend a request on its own (awscrt does, once): a 412 on a
+    #: create-only write may then answer a resend of our own write whose answer was lost.
+    retries_itself = False
+
     @abc.abstractmethod
-    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
-        """The whole object."""
+    def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
+        """The whole object. With ``max_bytes``, a larger object raises
+        :class:`s3kv.errors.SizeMismatchError` before its body is read."""
 
     @abc.abstractmethod
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
@@ -111,8 +127,9 @@ class Store(abc.ABC):
         data: memoryview,
         options: PutOptions,
         done: Callable[[bool | None, BaseException | None], None],
-    ) -> None:
-        """Start :meth:`put` without blocking; ``done(created, error)`` runs later."""
+    ) -> Cancel:
+        """Start :meth:`put` without blocking; ``done(created, error)`` runs later.
+        Returns a function that cancels the request."""
         raise NotImplementedError
 
     def submit_get_into(
@@ -120,8 +137,10 @@ class Store(abc.ABC):
         key: str,
         buffer: memoryview,
         done: Callable[[ObjectInfo | None, BaseException | None], None],
-    ) -> None:
-        """Start :meth:`get_into` without blocking; ``done(info, error)`` runs later."""
+    ) -> Cancel:
+        """Start :meth:`get_into` without blocking; ``done(info, error)`` runs later.
+        Returns a function that cancels the request (nothing lands in ``buffer`` once
+        it ended)."""
         raise NotImplementedError
 
     def copy_from(self, source: Store, source_key: str, key: str) -> bool:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
+import re
+import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
 
 from botocore import exceptions as bx
+from botocore.parsers import ResponseParserError
 from urllib3 import exceptions as ux
 
 from s3kv.errors import (
@@ -16,7 +20,9 @@ from s3kv.errors import (
     SettingsError,
     StoreError,
     TransientStoreError,
+    UnsupportedByStoreError,
 )
+from s3kv.settings import display_url
 
 NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 ALREADY_EXISTS = {"PreconditionFailed", "412"}
@@ -38,6 +44,7 @@ TRANSIENT = {
     "409",
     "OperationAborted",
 }
+NOT_IMPLEMENTED = {"NotImplemented", "501"}
 DENIED = {
     "AccessDenied",
     "403",
@@ -69,18 +76,56 @@ TIMEOUT_HINT = (
 def no_answer(operation: str, where: str, endpoint: str, seconds: float) -> TransientStoreError:
     """A request the endpoint never answered: name the endpoint and the settings to change."""
     return TransientStoreError(
-        f"{operation} {where}: no answer from {endpoint} within {seconds:.1f}s; check "
-        "--endpoint-url, or raise S3KV_CONNECT_TIMEOUT/S3KV_READ_TIMEOUT (seconds)"
+        f"{operation} {where}: no answer from {display_url(endpoint)} within {seconds:.1f}s; "
+        "check --endpoint-url, or raise S3KV_CONNECT_TIMEOUT/S3KV_READ_TIMEOUT (seconds)"
     )
 
 
+def not_s3(operation: str, where: str, endpoint: str, what: str) -> TransientStoreError:
+    """An answer no S3 store gives (an HTML page or an empty body with 200, no ETag): a
+    console port, a proxy or a captive portal. Retried, since a proxy may recover."""
+    return TransientStoreError(
+        f"{operation} {where}: {display_url(endpoint)} answered {what}: not an S3 answer (a "
+        "web console, proxy or captive portal at that address?); check --endpoint-url"
+    )
+
+
+def not_implemented(operation: str, where: str, detail: str) -> UnsupportedByStoreError:
+    """501: the store lacks a feature. Never retried: asking again gets the same answer."""
+    return UnsupportedByStoreError(
+        f"{operation} {where}: the store answered 501 NotImplemented ({detail}); it may not "
+        "support conditional writes (If-None-Match: *, which s3kv's create-only writes "
+        "need) or object tags: set S3KV_TAG_BLOCKS=false for a store without tags, and "
+        "use a store version that supports If-None-Match on PUT"
+    )
+
+
+def retry_after(headers: Iterable[tuple[str, str]]) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta seconds or an HTTP date), or None."""
+    for name, value in headers:
+        if name.lower() != "retry-after":
+            continue
+        value = value.strip()
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    return None
+
+
 @contextmanager
-def translated(operation: str, where: str) -> Iterator[None]:
+def translated(operation: str, where: str, endpoint: str = "the endpoint") -> Iterator[None]:
     """Run a boto3 call; re-raise its failure as an s3kv error naming what and where."""
     try:
         yield
     except bx.ClientError as exc:
         raise from_client_error(exc, operation, where) from exc
+    except ResponseParserError as exc:
+        raise not_s3(operation, where, endpoint, "a body that is not S3's XML") from exc
     except bx.NoCredentialsError:
         raise AccessDeniedError(
             f"{operation} {where}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
@@ -132,13 +177,18 @@ def from_client_error(exc: bx.ClientError, operation: str, where: str) -> StoreE
             f"{operation} {where}: the bucket does not exist; create it first "
             "(see terraform/) or check the bucket name and --endpoint-url"
         )
+    if code in NOT_IMPLEMENTED:
+        return not_implemented(operation, where, message)
     if code in DENIED:
         return AccessDeniedError(
             f"{operation} {where}: access denied ({code}); check the credentials and that "
             "their policy grants this operation (terraform/ has writer and reader policies)"
         )
     if code in TRANSIENT:
-        return TransientStoreError(f"{operation} {where}: {code}: {message}")
+        headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        return TransientStoreError(
+            f"{operation} {where}: {code}: {message}", retry_after=retry_after(headers.items())
+        )
     return StoreError(f"{operation} {where}: {code}: {message}")
 
 
@@ -167,6 +217,10 @@ def from_os_error(exc: OSError, operation: str, where: str) -> StoreError:
     return StoreError(f"{operation} {where}: {exc.strerror or exc}")
 
 
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
 def _short(exc: BaseException) -> str:
-    text = str(exc)
+    """A foreign error's text, with every URL in it cut to scheme, host, port and path."""
+    text = _URL.sub(lambda m: display_url(m.group(0)), str(exc))
     return text if len(text) < 200 else text[:197] + "..."

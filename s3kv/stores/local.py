@@ -52,12 +52,17 @@ class LocalStore(Store):
 
     # -- reads ------------------------------------------------------------------------
 
-    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
+    def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         path = self.path_for(key)
         try:
             with open(path, "rb") as f:
                 st = os.fstat(f.fileno())
-                data = f.read()
+                if max_bytes is not None and st.st_size > max_bytes:
+                    raise SizeMismatchError(
+                        f"read {path}: file is {st.st_size} bytes, more than the {max_bytes} "
+                        "expected (a foreign or damaged file under a block name); not read"
+                    )
+                data = f.read(-1 if max_bytes is None else max_bytes + 1)
         except OSError as exc:
             raise from_os_error(exc, "read", str(path)) from exc
         return data, _info(key, len(data), st.st_mtime)

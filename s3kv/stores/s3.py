@@ -3,7 +3,12 @@
 Uploads hand the caller's buffer to the socket (``sendall`` of a memoryview); downloads
 read the response socket straight into the caller's buffer (``readinto``). botocore's own
 retries are off: :mod:`s3kv.retry` retries with a deadline, including failures in the
-middle of a body that botocore cannot retry.
+middle of a body that botocore cannot retry. Listing pages are retried here, page by
+page (a generator cannot be retried from outside), and checked (:mod:`.pages`).
+
+Every answer is checked for what it claims: a PUT needs an ETag (and a checksum the store
+echoes must be ours), a GET or HEAD an ETag and no HTML, a delete counts only for the
+keys the store names as deleted. Anything else is no S3 answer and names the endpoint.
 """
 
 from __future__ import annotations
@@ -18,17 +23,22 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from s3kv.errors import SizeMismatchError, TransientStoreError
-from s3kv.integrity import METADATA_KEY, Buffer, Checksum
-from s3kv.settings import S3Settings
+from s3kv.errors import SizeMismatchError, StoreError, TransientStoreError
+from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY, Buffer, Checksum
+from s3kv.retry import with_retries
+from s3kv.settings import S3Settings, display_url
+from s3kv.stores.answers import check_answer, check_stored, oversized
 from s3kv.stores.base import DELETE_BATCH, MultipartUpload, ObjectInfo, PutOptions, Store
+from s3kv.stores.endpoint import addressing_style, configured_endpoint
 from s3kv.stores.errors import (
     NOT_FOUND,
     client_setup,
     error_code,
     is_already_exists,
+    not_s3,
     translated,
 )
+from s3kv.stores.pages import PageGuard
 from s3kv.stores.trace import trace_botocore, trace_enabled
 
 
@@ -40,13 +50,14 @@ def make_client(settings: S3Settings) -> Any:
 
 def _make_client(settings: S3Settings) -> Any:
     session = boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
+    endpoint = configured_endpoint(session, settings)
     config = Config(
         max_pool_connections=settings.concurrency + 4,
         connect_timeout=settings.connect_timeout_seconds,
         read_timeout=settings.read_timeout_seconds,
         retries={"total_max_attempts": 1},  # s3kv.retry owns retries (see module doc)
         s3={
-            "addressing_style": settings.resolved_addressing_style,
+            "addressing_style": addressing_style(settings, endpoint),
             # s3kv sends its own checksum header; sha256-signing every body over plain
             # HTTP would double the client's CPU per byte for no extra safety.
             "payload_signing_enabled": False,
@@ -68,7 +79,7 @@ def _make_client(settings: S3Settings) -> Any:
         if settings.session_token is not None:
             kwargs["aws_session_token"] = settings.session_token.get_secret_value()
     client = session.client(
-        "s3", endpoint_url=settings.endpoint_url, config=config, verify=verify, **kwargs
+        "s3", endpoint_url=endpoint, config=config, verify=verify, **kwargs
     )
     if trace_enabled():
         client.meta.events.register("before-parameter-build.s3", trace_botocore)
@@ -81,21 +92,30 @@ class S3Store(Store):
     def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
         self.bucket = bucket
         self.settings = settings
-        self.endpoint = settings.endpoint_url or "aws"
         self.client = client if client is not None else make_client(settings)
+        # What boto3 resolved (flags, environment, profile, services section): stores on
+        # one endpoint copy server-side; messages name it without anything secret.
+        self.endpoint = str(self.client.meta.endpoint_url)
+        self.endpoint_shown = display_url(self.endpoint)
         self.name = f"s3://{bucket}"
 
     def _where(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
+    def _translated(self, operation: str, where: str) -> Any:
+        return translated(operation, where, self.endpoint_shown)
+
     # -- reads ------------------------------------------------------------------------
 
-    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
+    def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         where = self._where(key)
-        with translated("GET", where):
+        with self._translated("GET", where):
             resp = self.client.get_object(Bucket=self.bucket, Key=key)
+            info = self._info("GET", where, key, resp)
+            if max_bytes is not None and info.size > max_bytes:
+                resp["Body"].close()  # never read: the connection is dropped instead
+                raise oversized(where, info.size, max_bytes)
             data: bytes = resp["Body"].read()
-        info = _info(key, resp)
         if len(data) != info.size:
             raise TransientStoreError(
                 f"GET {where}: connection closed after {len(data)} of {info.size} bytes"
@@ -104,10 +124,14 @@ class S3Store(Store):
 
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
         where = self._where(key)
-        with translated("GET", where):
+        with self._translated("GET", where):
             resp = self.client.get_object(Bucket=self.bucket, Key=key)
-            info = _info(key, resp)
             body = resp["Body"]
+            try:
+                info = self._info("GET", where, key, resp)
+            except StoreError:
+                body.close()
+                raise
             if info.size != len(buffer):
                 body.close()
                 raise SizeMismatchError(
@@ -120,7 +144,7 @@ class S3Store(Store):
     def get_range(self, key: str, *, start: int, end: int | None = None) -> bytes:
         where = self._where(key)
         spec = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
-        with translated("GET", where):
+        with self._translated("GET", where):
             try:
                 resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=spec)
             except ClientError as exc:
@@ -129,17 +153,25 @@ class S3Store(Store):
                 if error_code(exc) in ("InvalidRange", "416"):
                     return b""
                 raise
+            check_answer("GET", where, self.endpoint_shown, resp)
             data: bytes = resp["Body"].read()
         return data
 
     def head(self, key: str) -> ObjectInfo | None:
-        with translated("HEAD", self._where(key)):
+        where = self._where(key)
+        with self._translated("HEAD", where):
             try:
                 resp = self.client.head_object(Bucket=self.bucket, Key=key)
             except ClientError as exc:
                 if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
                     return None
                 raise
+        return self._info("HEAD", where, key, resp)
+
+    def _info(self, operation: str, where: str, key: str, resp: dict[str, Any]) -> ObjectInfo:
+        check_answer(operation, where, self.endpoint_shown, resp)
+        if not isinstance(resp.get("ContentLength"), int):
+            raise not_s3(operation, where, self.endpoint_shown, "no Content-Length")
         return _info(key, resp)
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
@@ -147,19 +179,24 @@ class S3Store(Store):
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         if start_after:
             kwargs["StartAfter"] = start_after
+        guard = PageGuard("LIST", where, self.endpoint_shown, start_after)
         while True:
-            with translated("LIST", where):
-                resp = self.client.list_objects_v2(**kwargs)
-            for item in resp.get("Contents", ()):
-                yield ObjectInfo(
-                    key=item["Key"],
-                    size=item["Size"],
-                    last_modified=item.get("LastModified"),
-                    etag=item.get("ETag"),
-                )
-            if not resp.get("IsTruncated"):
+            page = self._page("LIST", where, lambda: self.client.list_objects_v2(**kwargs))
+            yield from guard.objects(page)
+            token = guard.next_token(page)
+            if token is None:
                 return
-            kwargs["ContinuationToken"] = resp["NextContinuationToken"]
+            kwargs["ContinuationToken"] = token
+
+    def _page(self, operation: str, where: str, fetch: Any) -> dict[str, Any]:
+        """One listing page, retried under the one policy (:mod:`s3kv.retry`)."""
+
+        def attempt() -> dict[str, Any]:
+            with self._translated(operation, where):
+                page: dict[str, Any] = fetch()
+            return page
+
+        return with_retries(attempt, self.settings)
 
     # -- writes -----------------------------------------------------------------------
 
@@ -174,19 +211,26 @@ class S3Store(Store):
             params["IfMatch"] = options.if_match
         if options.checksum is not None:
             params[options.checksum.s3_parameter] = options.checksum.value
-        with translated("PUT", self._where(key)):
+        where = self._where(key)
+        with self._translated("PUT", where):
             try:
-                self.client.put_object(**params)
+                resp = self.client.put_object(**params)
             except ClientError as exc:
                 if is_already_exists(exc):
                     return False
                 raise
+        check_stored("PUT", where, self.endpoint_shown, resp.get("ETag"), options, resp)
         return True
 
     def _write_params(self, key: str, options: PutOptions) -> dict[str, Any]:
         params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        metadata = {}
         if options.checksum is not None:
-            params["Metadata"] = {METADATA_KEY: options.checksum.header()}
+            metadata[METADATA_KEY] = options.checksum.header()
+        if options.write_id is not None:
+            metadata[WRITE_ID_KEY] = options.write_id
+        if metadata:
+            params["Metadata"] = metadata
         if options.tags and self.settings.tag_blocks:
             params["Tagging"] = "&".join(
                 f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in options.tags.items()
@@ -197,7 +241,7 @@ class S3Store(Store):
         where = self._where(key)
         if options.create_only and self.head(key) is not None:
             return False
-        with translated("CREATE-MULTIPART", where):
+        with self._translated("CREATE-MULTIPART", where):
             upload_id = self.client.create_multipart_upload(**self._write_params(key, options))[
                 "UploadId"
             ]
@@ -205,7 +249,7 @@ class S3Store(Store):
         try:
             parts = []
             for number, offset in enumerate(range(0, len(data), chunk), start=1):
-                with translated("UPLOAD-PART", where):
+                with self._translated("UPLOAD-PART", where):
                     resp = self.client.upload_part(
                         Bucket=self.bucket,
                         Key=key,
@@ -224,7 +268,7 @@ class S3Store(Store):
                 complete["IfNoneMatch"] = "*"
             if options.if_match is not None:
                 complete["IfMatch"] = options.if_match
-            with translated("COMPLETE-MULTIPART", where):
+            with self._translated("COMPLETE-MULTIPART", where):
                 try:
                     self.client.complete_multipart_upload(**complete)
                 except ClientError as exc:
@@ -238,7 +282,7 @@ class S3Store(Store):
             raise
         if options.tags and self.settings.tag_blocks:
             # Ceph RGW drops tags given at CreateMultipartUpload; set them again.
-            with translated("PUT-TAGGING", where):
+            with self._translated("PUT-TAGGING", where):
                 self.client.put_object_tagging(
                     Bucket=self.bucket,
                     Key=key,
@@ -253,23 +297,34 @@ class S3Store(Store):
             pass
 
     def delete_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """Only keys the store names as deleted count: anything else is a failure (an
+        empty or foreign 200 confirms nothing). Non-quiet mode, so each key is named."""
         failed: dict[str, str] = {}
         for i in range(0, len(keys), DELETE_BATCH):
             batch = keys[i : i + DELETE_BATCH]
-            with translated("DELETE", self._where(batch[0] if batch else "")):
+            with self._translated("DELETE", self._where(batch[0] if batch else "")):
                 resp = self.client.delete_objects(
                     Bucket=self.bucket,
-                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": False},
                 )
-            for err in resp.get("Errors", ()):
-                failed[err["Key"]] = f"{err.get('Code')}: {err.get('Message')}"
+            deleted = {d.get("Key") for d in resp.get("Deleted", ())}
+            errors = {e.get("Key"): e for e in resp.get("Errors", ())}
+            for key in batch:
+                if key in errors:
+                    err = errors[key]
+                    failed[key] = f"{err.get('Code')}: {err.get('Message')}"
+                elif key not in deleted:
+                    failed[key] = (
+                        f"{self.endpoint_shown} did not confirm the delete (its answer names "
+                        "this key neither as deleted nor as failed); the object may remain"
+                    )
         return failed
 
     def delete(self, key: str, *, if_match: str | None = None) -> bool:
         params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
         if if_match is not None:
             params["IfMatch"] = if_match
-        with translated("DELETE", self._where(key)):
+        with self._translated("DELETE", self._where(key)):
             try:
                 self.client.delete_object(**params)
             except ClientError as exc:
@@ -285,7 +340,7 @@ class S3Store(Store):
         where = self._where(key)
         if self.head(key) is not None:
             return False
-        with translated("COPY", where):
+        with self._translated("COPY", where):
             self.client.copy_object(
                 Bucket=self.bucket,
                 Key=key,
@@ -321,7 +376,7 @@ class S3Store(Store):
             "Metadata": {METADATA_KEY: checksum.header()} if checksum is not None else {},
             "TaggingDirective": "COPY",
         }
-        with translated("COPY", where):
+        with self._translated("COPY", where):
             try:
                 resp = self.client.copy_object(**params)
             except ClientError as exc:
@@ -331,11 +386,11 @@ class S3Store(Store):
         when: datetime | None = resp.get("CopyObjectResult", {}).get("LastModified")
         wanted = dict(tags) if self.settings.tag_blocks else {}
         if wanted and self._copy_keeps_tags is None:
-            with translated("GET-TAGGING", where):
+            with self._translated("GET-TAGGING", where):
                 got = self.client.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
             self._copy_keeps_tags = {t["Key"]: t["Value"] for t in got} == wanted
         if wanted and self._copy_keeps_tags is False:
-            with translated("PUT-TAGGING", where):
+            with self._translated("PUT-TAGGING", where):
                 self.client.put_object_tagging(
                     Bucket=self.bucket,
                     Key=key,
@@ -351,7 +406,7 @@ class S3Store(Store):
         for i in range(0, len(items), DELETE_BATCH):
             batch = items[i : i + DELETE_BATCH]
             objects = [{"Key": k, **({"ETag": e} if e else {})} for k, e in batch]
-            with translated("DELETE", self._where(batch[0][0] if batch else "")):
+            with self._translated("DELETE", self._where(batch[0][0] if batch else "")):
                 # Not quiet: a delete counts only when the answer names its key as deleted.
                 resp = self.client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": objects, "Quiet": False}
@@ -368,19 +423,21 @@ class S3Store(Store):
         return failed, gone
 
     def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUpload]:
+        where = self._where(prefix)
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        guard = PageGuard("LIST-MULTIPART", where, self.endpoint_shown, None)
         while True:
-            with translated("LIST-MULTIPART", self._where(prefix)):
-                resp = self.client.list_multipart_uploads(**kwargs)
-            for item in resp.get("Uploads", ()):
-                yield MultipartUpload(item["Key"], item["UploadId"], item.get("Initiated"))
-            if not resp.get("IsTruncated"):
+            page = self._page(
+                "LIST-MULTIPART", where, lambda: self.client.list_multipart_uploads(**kwargs)
+            )
+            yield from guard.uploads(page)
+            markers = guard.next_markers(page)
+            if markers is None:
                 return
-            kwargs["KeyMarker"] = resp.get("NextKeyMarker")
-            kwargs["UploadIdMarker"] = resp.get("NextUploadIdMarker")
+            kwargs["KeyMarker"], kwargs["UploadIdMarker"] = markers
 
     def abort_multipart_upload(self, upload: MultipartUpload) -> None:
-        with translated("ABORT-MULTIPART", self._where(upload.key)):
+        with self._translated("ABORT-MULTIPART", self._where(upload.key)):
             self.client.abort_multipart_upload(
                 Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id
             )
@@ -419,6 +476,7 @@ def _info(key: str, resp: dict[str, Any]) -> ObjectInfo:
         last_modified=resp.get("LastModified"),
         checksum=Checksum.parse(recorded) if recorded else None,
         etag=resp.get("ETag"),
+        write_id=metadata.get(WRITE_ID_KEY),
     )
 
 

@@ -42,7 +42,7 @@ from s3kv.errors import (
 )
 from s3kv.integrity import Buffer, Checksum
 from s3kv.report import TransferReport
-from s3kv.stores.base import ObjectInfo, PutOptions, Store
+from s3kv.stores.base import Cancel, ObjectInfo, PutOptions, Store
 from s3kv.vllm._stores import ForwardingStore
 
 try:
@@ -287,8 +287,10 @@ class MeteredStore(ForwardingStore):
 
     # -- the requests the tier sends ------------------------------------------------------
 
-    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
-        return self._call("get", key, lambda: self.inner.get(key), lambda _: "ok")
+    def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
+        return self._call(
+            "get", key, lambda: self.inner.get(key, max_bytes=max_bytes), lambda _: "ok"
+        )
 
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
         return self._call("get", key, lambda: self.inner.get_into(key, buffer), lambda _: "ok")
@@ -335,7 +337,7 @@ class MeteredStore(ForwardingStore):
         data: memoryview,
         options: PutOptions,
         done: Callable[[bool | None, BaseException | None], None],
-    ) -> None:
+    ) -> Cancel:
         self._starting("put", key)
 
         def finished(created: bool | None, error: BaseException | None) -> None:
@@ -343,21 +345,21 @@ class MeteredStore(ForwardingStore):
             self._finished("put", key, outcome)
             done(created, error)
 
-        self.inner.submit_put(key, data, options, finished)
+        return self.inner.submit_put(key, data, options, finished)
 
     def submit_get_into(
         self,
         key: str,
         buffer: memoryview,
         done: Callable[[ObjectInfo | None, BaseException | None], None],
-    ) -> None:
+    ) -> Cancel:
         self._starting("get", key)
 
         def finished(info: ObjectInfo | None, error: BaseException | None) -> None:
             self._finished("get", key, _outcome(error) if error is not None else "ok")
             done(info, error)
 
-        self.inner.submit_get_into(key, buffer, finished)
+        return self.inner.submit_get_into(key, buffer, finished)
 
 
 class MeteredDownloader(Downloader):

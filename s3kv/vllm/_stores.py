@@ -18,7 +18,7 @@ from datetime import datetime
 
 from s3kv.errors import AccessDeniedError
 from s3kv.integrity import Buffer, Checksum
-from s3kv.stores.base import MultipartUpload, ObjectInfo, PutOptions, Store
+from s3kv.stores.base import Cancel, MultipartUpload, ObjectInfo, PutOptions, Store
 
 logger = logging.getLogger("s3kv.vllm")
 
@@ -31,9 +31,10 @@ class ForwardingStore(Store):
     def __init__(self, inner: Store) -> None:
         self.inner = inner
         self.name = inner.name
+        self.retries_itself = inner.retries_itself
 
-    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
-        return self.inner.get(key)
+    def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
+        return self.inner.get(key, max_bytes=max_bytes)
 
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
         return self.inner.get_into(key, buffer)
@@ -56,16 +57,16 @@ class ForwardingStore(Store):
         data: memoryview,
         options: PutOptions,
         done: Callable[[bool | None, BaseException | None], None],
-    ) -> None:
-        self.inner.submit_put(key, data, options, done)
+    ) -> Cancel:
+        return self.inner.submit_put(key, data, options, done)
 
     def submit_get_into(
         self,
         key: str,
         buffer: memoryview,
         done: Callable[[ObjectInfo | None, BaseException | None], None],
-    ) -> None:
-        self.inner.submit_get_into(key, buffer, done)
+    ) -> Cancel:
+        return self.inner.submit_get_into(key, buffer, done)
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
         return self.inner.list(prefix, start_after=start_after)

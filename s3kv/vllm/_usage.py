@@ -28,7 +28,7 @@ from s3kv.lookup import PresenceCache
 from s3kv.parse import parse_key
 from s3kv.renewal import Renewer
 from s3kv.settings import S3Settings
-from s3kv.stores.base import ObjectInfo, Store
+from s3kv.stores.base import Cancel, ObjectInfo, Store
 from s3kv.transfer import BLOCK_TAGS
 from s3kv.vllm._metrics import RENEWAL_OUTCOMES
 from s3kv.vllm._stores import ForwardingStore, GetDone
@@ -144,9 +144,9 @@ class ObservingStore(ForwardingStore):
             self.tracker.answered(info)
         return info
 
-    def get(self, key: str) -> tuple[bytes, ObjectInfo]:
+    def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         try:
-            data, info = self.inner.get(key)
+            data, info = self.inner.get(key, max_bytes=max_bytes)
         except ObjectNotFoundError:
             self.tracker.missing(key)
             raise
@@ -162,7 +162,7 @@ class ObservingStore(ForwardingStore):
         self.tracker.answered(info)
         return info
 
-    def submit_get_into(self, key: str, buffer: memoryview, done: GetDone) -> None:
+    def submit_get_into(self, key: str, buffer: memoryview, done: GetDone) -> Cancel:
         tracker = self.tracker
 
         def finished(info: ObjectInfo | None, error: BaseException | None) -> None:
@@ -172,7 +172,7 @@ class ObservingStore(ForwardingStore):
                 tracker.answered(info)
             done(info, error)
 
-        self.inner.submit_get_into(key, buffer, finished)
+        return self.inner.submit_get_into(key, buffer, finished)
 
 
 def parse_renew_after(value: float | str | None) -> float | None:

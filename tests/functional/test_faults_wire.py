@@ -9,8 +9,7 @@ import pytest
 
 from s3kv import Downloader, S3Settings, Uploader, make_offload_key
 from tests.conftest import _bucket_name, _s3_client
-
-from .proxy import FaultProxy
+from tests.faults.proxy import FaultProxy
 
 pytestmark = pytest.mark.integration
 
@@ -55,10 +54,11 @@ def test_throttling_errors_and_resets_are_retried(
 
     def rule(method: str, path: str, attempt: int) -> str | None:
         if path.endswith(".bin") and attempt == 1:
-            return faults[hash(path) % 3] if method == "PUT" else "cut"
+            return faults[hash(path) % 3] if method == "PUT" else "short"
         return None
 
-    with FaultProxy(moto_server, rule, cut_after=5000) as proxy:
+    with FaultProxy(moto_server, lambda r: rule(r.method, r.path, r.attempt),
+                    cut_after=5000) as proxy:
         s = settings(proxy.url, data_path, attempts=5)
         with Uploader(f"s3://{bucket}/kv", ns, settings=s) as up:
             stored = up.put_blocks(dict(zip(keys, rows)))
@@ -68,8 +68,8 @@ def test_throttling_errors_and_resets_are_retried(
     assert stored.ok and len(stored.stored) + len(stored.already_present) == 24
     assert loaded.ok and len(loaded.loaded) == 24
     np.testing.assert_array_equal(out, rows)
-    kinds = {f for _, _, f in proxy.injected}
-    assert kinds == {"503", "500", "reset", "cut"}
+    kinds = {r.fault for r in proxy.injected()}
+    assert kinds == {"503", "500", "reset", "short"}
 
 
 def test_persistent_faults_fail_exactly_the_affected_keys(
@@ -87,7 +87,7 @@ def test_persistent_faults_fail_exactly_the_affected_keys(
             return "503" if method == "PUT" else "reset"
         return None
 
-    with FaultProxy(moto_server, rule) as proxy:
+    with FaultProxy(moto_server, lambda r: rule(r.method, r.path, r.attempt)) as proxy:
         s = settings(proxy.url, data_path, attempts=2)
         with Uploader(f"s3://{bucket}/kv", ns, settings=s) as up:
             report = up.put_blocks({k: b"w" * 4096 for k in keys})
@@ -95,4 +95,4 @@ def test_persistent_faults_fail_exactly_the_affected_keys(
         direct = settings(moto_server, data_path, attempts=2)
         with Downloader(f"s3://{bucket}/kv", ns, settings=direct) as down:
             assert down.contains(keys) == [False] * 3 + [True] * 7
-    assert proxy.injected
+    assert proxy.injected()

@@ -141,7 +141,7 @@ def test_blocks_without_checksum_metadata_are_size_checked(
 
 
 def test_wire_faults_on_the_awscrt_path(make_tier: Any, moto_server: str, bucket: str) -> None:
-    from tests.functional.proxy import FaultProxy
+    from tests.faults.proxy import FaultProxy
 
     tier, array, ks = _stored(make_tier, 4, start=170, data_path="crt")
     names = [_key(tier, k).rsplit("/", 1)[-1] for k in ks]
@@ -150,7 +150,7 @@ def test_wire_faults_on_the_awscrt_path(make_tier: Any, moto_server: str, bucket
     def rule(method: str, path: str, attempt: int) -> str | None:
         return faults.get(path.rsplit("/", 1)[-1]) if method == "GET" else None
 
-    with FaultProxy(moto_server, rule) as proxy:
+    with FaultProxy(moto_server, lambda r: rule(r.method, r.path, r.attempt)) as proxy:
         view, rows = h.primary_view()
         rows[:] = SENTINEL
         faulty = h.s3_tier(view, h.spec(), url=f"s3://{bucket}/team/kv",
@@ -166,4 +166,4 @@ def test_wire_faults_on_the_awscrt_path(make_tier: Any, moto_server: str, bucket
         assert np.array_equal(rows[i], array[i])
     for i in (0, 2):
         assert set(np.unique(rows[i]).tolist()) <= {0, SENTINEL}
-    assert {f for _, _, f in proxy.injected} == {"reset", "503"}
+    assert {r.fault for r in proxy.injected()} == {"reset", "503"}

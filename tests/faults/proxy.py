@@ -1,0 +1,402 @@
+"""A fault-injecting HTTP/1.1 proxy on 127.0.0.1, in front of moto's server.
+
+It works on the wire, so it tests any client (awscrt's data path and botocore alike),
+and keeps client connections alive as a real store does (awscrt reuses connections;
+moto's server answers ``Connection: close``, so each request gets its own upstream
+connection and the client side stays open). Per request, ``rule(request)`` picks a fault
+by name (None: forward as is):
+
+``503`` / ``500`` / ``429`` / ``501``
+    an S3 error answer (SlowDown, InternalError, TooManyRequests, NotImplemented), with
+    ``Retry-After`` when the proxy has ``retry_after``; the request is not forwarded.
+``reset``
+    reset the connection before any answer (nothing forwarded).
+``reset-after``
+    forward (the store keeps the write), then reset: an answer lost after the fact.
+``reset-mid`` / ``short``
+    forward, send the headers and ``cut_after`` body bytes, then reset / close cleanly
+    (``short``: Content-Length kept, the body cut short).
+``flip``
+    forward, flip one byte of the body (at ``cut_after``, or the last byte).
+``stall``
+    read the request and never answer. ``stall-headers``: forward, send the headers,
+    then nothing.
+``html`` / ``empty``
+    answer 200 with a web page / with an empty body (nothing forwarded).
+``huge``
+    a GET answered with the object's headers but a body of :data:`HUGE` bytes of zeros
+    (ranges honoured), streamed until the client hangs up: an oversized object.
+``drop-inm``
+    forward without ``If-None-Match`` (a store that ignores it).
+``bad-echo``
+    forward, and answer with a CRC32C checksum that is not the one sent (moto echoes
+    none; AWS and MinIO echo what they stored).
+``list-repeat-token`` / ``list-no-token`` / ``list-dup`` / ``list-unordered``
+    forward a listing and break its page: the next token repeats the request's own,
+    a truncated page without a token, a key listed twice, two keys swapped.
+
+``max_keys`` makes moto page its listings (the query is rewritten; moto checks no
+signature). ``strip_prefix`` plays a gateway mounted under a path (``/gw``): requests
+must carry it (else 404, counted in ``stray``), and it is removed before forwarding.
+Every request is recorded (method, path, query, Host header, fault) in ``requests``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import BinaryIO
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: str
+    headers: list[tuple[str, str]]
+    body: bytes = b""
+    attempt: int = 1
+    """How many times this method and path (query aside) have been seen, this one included."""
+    fault: str | None = None
+    at: float = field(default_factory=time.monotonic)
+    sent: int = 0
+    """Body bytes the proxy got onto the client's connection."""
+
+    def header(self, name: str) -> str | None:
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return None
+
+    @property
+    def host(self) -> str:
+        return self.header("host") or ""
+
+    @property
+    def is_block(self) -> bool:
+        return self.path.endswith(".bin")
+
+    @property
+    def is_listing(self) -> bool:
+        return self.method == "GET" and "list-type=2" in self.query
+
+
+Rule = Callable[[Request], "str | None"]
+ERRORS = {
+    "503": (503, "SlowDown"),
+    "500": (500, "InternalError"),
+    "429": (429, "TooManyRequests"),
+    "501": (501, "NotImplemented"),
+}
+HUGE = 512 * 1024 * 1024
+HTML = b"<!DOCTYPE html><html><head><title>Console</title></head><body>Sign in</body></html>"
+
+
+class FaultProxy:
+    def __init__(
+        self,
+        upstream: str,
+        rule: Rule | None = None,
+        *,
+        cut_after: int = 1000,
+        retry_after: float | None = None,
+        max_keys: int | None = None,
+        strip_prefix: str = "",
+    ) -> None:
+        parts = urlsplit(upstream)
+        self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self.rule = rule or (lambda request: None)
+        self.cut_after = cut_after
+        self.retry_after = retry_after
+        self.max_keys = max_keys
+        self.strip_prefix = strip_prefix
+        self.requests: list[Request] = []
+        self.stray: list[Request] = []
+        self.counts: dict[tuple[str, str], int] = {}
+        self.lock = threading.Lock()
+        self.closed = threading.Event()
+        self.connections: list[socket.socket] = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(256)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}{strip_prefix}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    # -- what happened ------------------------------------------------------------------
+
+    def injected(self, fault: str | None = None) -> list[Request]:
+        with self.lock:
+            return [r for r in self.requests if r.fault and (fault is None or r.fault == fault)]
+
+    def seen(self, method: str | None = None, *, blocks: bool = False) -> list[Request]:
+        with self.lock:
+            return [
+                r
+                for r in self.requests
+                if (method is None or r.method == method) and (not blocks or r.is_block)
+            ]
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.closed.set()
+        self.sock.close()
+        with self.lock:
+            conns, self.connections = self.connections, []
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+    def __enter__(self) -> FaultProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.connections.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    # -- one client connection, many requests ---------------------------------------------
+
+    def _serve(self, conn: socket.socket) -> None:
+        reader = conn.makefile("rb")
+        try:
+            while not self.closed.is_set():
+                request = self._read_request(conn, reader)
+                if request is None or not self._answer(conn, request):
+                    return
+        except OSError:
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                reader.close()
+                conn.close()
+
+    def _read_request(self, conn: socket.socket, reader: BinaryIO) -> Request | None:
+        line = reader.readline()
+        if not line:
+            return None
+        method, target, _ = line.decode("latin-1").split(" ", 2)
+        headers = _read_headers(reader)
+        path, _, query = target.partition("?")
+        request = Request(method, path, query, headers)
+        if (request.header("expect") or "").lower() == "100-continue":
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            request.headers = [(k, v) for k, v in headers if k.lower() != "expect"]
+        request.body = _read_body(reader, request.headers, method=method, response=False)
+        with self.lock:
+            n = self.counts.get((method, path), 0) + 1
+            self.counts[(method, path)] = n
+        request.attempt = n
+        return request
+
+    def _answer(self, conn: socket.socket, request: Request) -> bool:
+        """Answer one request; False when the connection must end."""
+        if self.strip_prefix:
+            if not request.path.startswith(self.strip_prefix + "/"):
+                with self.lock:
+                    self.stray.append(request)
+                xml = [("Content-Type", "application/xml")]
+                self._send(conn, 404, xml, _error("NoSuchGateway"))
+                return True
+            request.path = request.path[len(self.strip_prefix) :]
+        fault = self.rule(request)
+        request.fault = fault
+        with self.lock:
+            self.requests.append(request)
+        if fault in ERRORS:
+            status, code = ERRORS[fault]
+            headers = [("Content-Type", "application/xml")]
+            if self.retry_after is not None:
+                headers.append(("Retry-After", f"{self.retry_after:g}"))
+            self._send(conn, status, headers, _error(code))
+            return True
+        if fault == "reset":
+            _reset(conn)
+            return False
+        if fault == "stall":
+            self.closed.wait()
+            return False
+        if fault == "html":
+            self._send(conn, 200, [("Content-Type", "text/html; charset=utf-8")], HTML)
+            return True
+        if fault == "empty":
+            self._send(conn, 200, [], b"")
+            return True
+        status, upstream, body = self._forward(request, drop_inm=fault == "drop-inm")
+        if fault == "huge":
+            return self._huge(conn, request, status, upstream)
+        headers = [(k, v) for k, v in upstream if k.lower() not in _HOP]
+        if fault == "bad-echo":
+            headers.append(("x-amz-checksum-crc32c", "AAAAAA=="))
+        if fault == "reset-after":
+            _reset(conn)
+            return False
+        if fault and fault.startswith("list-") and request.is_listing:
+            body = _break_listing(body, fault, request)
+        if fault == "flip" and body:
+            at = min(self.cut_after, len(body) - 1)
+            body = body[:at] + bytes([body[at] ^ 0x01]) + body[at + 1 :]
+        if fault in ("reset-mid", "short", "stall-headers"):
+            cut = 0 if fault == "stall-headers" else min(self.cut_after, max(0, len(body) - 1))
+            conn.sendall(_head(status, headers, len(body)) + body[:cut])
+            if fault == "reset-mid":
+                _reset(conn)
+            elif fault == "stall-headers":
+                self.closed.wait()
+            return False
+        if request.method == "HEAD":  # the object's length, and no body
+            length = next((int(v) for k, v in upstream if k.lower() == "content-length"), 0)
+            conn.sendall(_head(status, headers, length))
+            return True
+        conn.sendall(_head(status, headers, len(body)))
+        self._body(conn, request, body)
+        return True
+
+    def _body(self, conn: socket.socket, request: Request, body: bytes) -> None:
+        view = memoryview(body)
+        for at in range(0, len(view), 65536):
+            conn.sendall(view[at : at + 65536])
+            request.sent += len(view[at : at + 65536])
+
+    def _huge(
+        self, conn: socket.socket, request: Request, status: int, upstream: list[tuple[str, str]]
+    ) -> bool:
+        if status >= 300:
+            conn.sendall(_head(status, [(k, v) for k, v in upstream if k.lower() not in _HOP], 0))
+            return True
+        skip = (*_HOP, "content-range")
+        headers = [(k, v) for k, v in upstream if k.lower() not in skip]
+        first, last, code = 0, HUGE - 1, 200
+        spec = request.header("range")
+        if spec and spec.startswith("bytes="):
+            a, _, b = spec[6:].partition("-")
+            first, last, code = int(a), min(HUGE - 1, int(b) if b else HUGE - 1), 206
+            headers.append(("Content-Range", f"bytes {first}-{last}/{HUGE}"))
+        conn.sendall(_head(code, headers, last - first + 1))
+        zeros = bytes(65536)
+        left = last - first + 1
+        while left > 0 and not self.closed.is_set():
+            chunk = zeros[: min(left, len(zeros))]
+            conn.sendall(chunk)
+            request.sent += len(chunk)
+            left -= len(chunk)
+        return True
+
+    def _send(
+        self, conn: socket.socket, status: int, headers: list[tuple[str, str]], body: bytes
+    ) -> None:
+        conn.sendall(_head(status, headers, len(body)) + body)
+
+    def _forward(
+        self, request: Request, *, drop_inm: bool
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        query = request.query
+        if self.max_keys is not None and request.is_listing:
+            pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "max-keys"]
+            query = urlencode([*pairs, ("max-keys", str(self.max_keys))])
+        target = request.path + (f"?{query}" if query else "")
+        skip = {"connection", "content-length", "transfer-encoding", "keep-alive"}
+        if drop_inm:
+            skip.add("if-none-match")
+        lines = [f"{request.method} {target} HTTP/1.1"]
+        lines += [f"{k}: {v}" for k, v in request.headers if k.lower() not in skip]
+        lines += [f"Content-Length: {len(request.body)}", "Connection: close", "", ""]
+        with socket.create_connection(self.upstream) as up:
+            up.sendall("\r\n".join(lines).encode("latin-1") + request.body)
+            reader = up.makefile("rb")
+            status = int(reader.readline().split(b" ", 2)[1])
+            headers = _read_headers(reader)
+            body = _read_body(reader, headers, method=request.method, response=True, status=status)
+        return status, headers, body
+
+
+_HOP = ("connection", "content-length", "transfer-encoding", "keep-alive")
+
+
+def _read_headers(reader: BinaryIO) -> list[tuple[str, str]]:
+    headers = []
+    while True:
+        line = reader.readline()
+        if line in (b"\r\n", b"\n", b""):
+            return headers
+        name, _, value = line.decode("latin-1").partition(":")
+        headers.append((name.strip(), value.strip()))
+
+
+def _read_body(
+    reader: BinaryIO,
+    headers: list[tuple[str, str]],
+    *,
+    method: str,
+    response: bool,
+    status: int = 200,
+) -> bytes:
+    if response and (method == "HEAD" or status in (204, 304) or 100 <= status < 200):
+        return b""
+    values = {k.lower(): v for k, v in headers}
+    if values.get("transfer-encoding", "").lower() == "chunked":
+        out = b""
+        while True:
+            size = int(reader.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                _read_headers(reader)  # trailers
+                return out
+            out += reader.read(size)
+            reader.readline()
+    if "content-length" in values:
+        return reader.read(int(values["content-length"]))
+    return reader.read() if response else b""
+
+
+def _head(status: int, headers: list[tuple[str, str]], length: int) -> bytes:
+    lines = [f"HTTP/1.1 {status} X", *(f"{k}: {v}" for k, v in headers)]
+    lines += [f"Content-Length: {length}", "Connection: keep-alive", "", ""]
+    return "\r\n".join(lines).encode("latin-1")
+
+
+def _error(code: str) -> bytes:
+    return f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()
+
+
+def _reset(conn: socket.socket) -> None:
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+
+
+_CONTENTS = re.compile(rb"<Contents>.*?</Contents>", re.S)
+_TOKEN = re.compile(rb"<NextContinuationToken>(.*?)</NextContinuationToken>", re.S)
+
+
+def _break_listing(body: bytes, fault: str, request: Request) -> bytes:
+    if fault == "list-repeat-token":
+        own = dict(parse_qsl(request.query)).get("continuation-token")
+        if own is not None:
+            token = f"<NextContinuationToken>{own}</NextContinuationToken>".encode()
+            body = _TOKEN.sub(token, body)
+    elif fault == "list-no-token":
+        body = _TOKEN.sub(b"", body)
+    elif fault in ("list-dup", "list-unordered"):
+        items = _CONTENTS.findall(body)
+        if len(items) >= 2:
+            start = body.index(items[0])
+            end = body.index(items[-1]) + len(items[-1])
+            items = [*items, items[-1]] if fault == "list-dup" else [items[1], items[0], *items[2:]]
+            body = body[:start] + b"".join(items) + body[end:]
+    return body
