@@ -14,18 +14,21 @@ Listings skip the lease (:data:`s3kv.listing.GC_LEASE_NAME`): it is never a stra
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import socket
 import time
 from datetime import datetime, timezone
 
-from s3kv.errors import LeaseHeldError, ObjectNotFoundError
+from s3kv.errors import LeaseHeldError, ObjectNotFoundError, S3KVError
 from s3kv.listing import GC_LEASE_NAME, list_root
 from s3kv.location import Location
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, Store
+
+logger = logging.getLogger("s3kv")
 
 LEASE_SECONDS = 15 * 60.0
 """How long a lease holds without a refresh (a run refreses it every third of this)."""
@@ -105,7 +108,15 @@ class GCLease:
     def release(self) -> None:
         held = self._read()
         if held is not None and held[0] == self.owner:
-            with_retries(lambda: self.store.delete_many([self.key]), self.settings)
+            # One DeleteObject, not a batch: a store (or a proxy) that fails DeleteObjects
+            # answers must not leave the lease to block every gc until it expires.
+            try:
+                with_retries(lambda: self.store.delete(self.key), self.settings)
+            except S3KVError as exc:
+                logger.warning(
+                    "s3kv gc: could not remove its lease %s (%s); it expires on its own",
+                    self.where, exc,
+                )
 
     def _busy(self, owner: str, expires: datetime) -> None:
         raise LeaseHeldError(
