@@ -53,6 +53,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
+DISTRIBUTION = "s3kv-vllm"
+"""The name to pip install: the index's `s3kv` is an unrelated project (pyproject.toml)."""
+VERSION_LINE = f"s3kv {__version__} (pip install {DISTRIBUTION})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="s3kv",
@@ -60,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"s3kv {__version__}")
+    parser.add_argument("--version", action="version", version=VERSION_LINE)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.register(sub)
