@@ -1,4 +1,9 @@
-"""The store contract, the same on every backend (moto, moto server, directory, RGW)."""
+"""The store contract, the same on every backend (moto, moto server, directory, RGW).
+
+The one suite that runs on all five backends (``every_backend``): what a behaviour test
+above the store may take for granted on any of them. Tests here use ``backend``, which
+this module binds to ``every_backend``.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,12 @@ pytestmark = pytest.mark.functional
 
 CREATE = PutOptions(create_only=True)
 OVERWRITE = PutOptions(create_only=False)
+
+
+@pytest.fixture
+def backend(every_backend: Backend) -> Backend:
+    """The contract holds on every backend, Ceph RGW over HTTP and TLS included."""
+    return every_backend
 
 
 @pytest.fixture
@@ -90,8 +101,7 @@ def test_list_in_key_order_with_pagination(backend: Backend, store: Store) -> No
         store.put(n, b"x", CREATE)
     if backend.is_s3:
         # fill the middle quickly, bypassing s3kv (only listing is under test)
-        for n in names[3:-3]:
-            backend.raw_put(n, b"x")
+        backend.raw_put_many(names[3:-3], b"x")
     else:
         for n in names[3:-3]:
             store.put(n, b"x", CREATE)
@@ -103,9 +113,8 @@ def test_list_in_key_order_with_pagination(backend: Backend, store: Store) -> No
 
 
 def test_delete_many_in_batches(backend: Backend, store: Store) -> None:
-    names = [key(backend, f"del/{i:04d}.bin") for i in range(1005)]
-    for n in names:
-        backend.raw_put(n, b"x")
+    names = [key(backend, f"del/{i:04d}.bin") for i in range(1005)]  # two delete batches
+    backend.raw_put_many(names, b"x")
     assert store.delete_many([*names, key(backend, "del/absent.bin")]) == {}
     assert list(store.list(key(backend, "del/"))) == []
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.packaging
+pytestmark = [pytest.mark.packaging, pytest.mark.venv]
 
 ROOT = Path(__file__).resolve().parents[2]
 DIST = "s3kv-vllm"
