@@ -37,12 +37,19 @@ cleanup() {
 trap cleanup EXIT
 
 started=$SECONDS
-stamp() { printf '[make test %4ds] %s\n' "$((SECONDS - started))" "$*"; }
+stamp() {  # elapsed seconds and the load average: wall times on a shared machine vary
+  printf '[make test %4ds, load %s] %s\n' "$((SECONDS - started))" \
+    "$(cut -d' ' -f1-3 /proc/loadavg)" "$*"
+}
 
 background() {  # name, command...: run it with its output in $logs/name.log
   local name=$1
   shift
-  ("$@" >"$logs/$name.log" 2>&1; echo $? >"$logs/$name.rc") &
+  (
+    rc=0
+    "$@" >"$logs/$name.log" 2>&1 || rc=$?
+    echo "$rc" >"$logs/$name.rc"
+  ) &
 }
 
 finished() {  # name: wait for a background job, print its log, fail if it failed
