@@ -1,4 +1,4 @@
-"""Uploader and Downloader, the same on every backend."""
+"""Uploader and Downloader on each data path (`backend`: moto, moto's server, a directory)."""
 
 from __future__ import annotations
 
