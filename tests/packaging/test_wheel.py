@@ -11,6 +11,7 @@ dependencies only (from the pip cache or the registry).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -58,6 +59,11 @@ print(json.dumps({
 """
 
 
+# Nothing from this checkout may leak in: with the checkout on PYTHONPATH, pip would find
+# its s3kv_vllm.egg-info and call the wheel "already installed".
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
 def _build(hook: str, source: Path, out: Path) -> Path:
     """Run one of setuptools' PEP 517 hooks in ``source``; the file it wrote."""
     out.mkdir(parents=True, exist_ok=True)
@@ -91,7 +97,7 @@ def venv(built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     install = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
          str(built[1])],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env=CLEAN_ENV,
     )
     assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
     return where
@@ -121,10 +127,10 @@ def test_the_wheel_alone_gives_the_command_and_the_documented_imports(
     bin_dir = venv / "bin"
     # from a directory that holds no s3kv source, so only the installed copy can answer
     version = subprocess.run([str(bin_dir / "s3kv"), "--version"], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
     assert version.returncode == 0, version.stderr
     ran = subprocess.run([str(bin_dir / "python"), "-c", DOCUMENTED], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
     assert ran.returncode == 0, ran.stderr
     facts = json.loads(ran.stdout)
     assert Path(facts["module"]).is_relative_to(venv)
@@ -135,7 +141,7 @@ def test_the_wheel_alone_gives_the_command_and_the_documented_imports(
     assert facts["key_len"] == 36 and facts["typed"] is True
     assert "vllm" in facts["vllm_error"]  # s3kv.vllm names what to install
     key = subprocess.run([str(bin_dir / "s3kv"), "key", "--help"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
     assert key.returncode == 0 and "usage: s3kv key" in key.stdout
 
 
