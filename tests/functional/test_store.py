@@ -120,6 +120,11 @@ def test_delete_many_in_batches(backend: Backend, store: Store) -> None:
 
 
 def test_concurrent_create_only_puts_store_once(backend: Backend, store: Store) -> None:
+    if backend.name in ("moto", "moto-server"):
+        # moto checks If-None-Match, then stores, with no lock between (moto/s3/responses.py):
+        # two racing PUTs can both win there, more often on a loaded machine. The client's
+        # side (a 412 is "already present") is test_create_only_never_overwrites, on moto too.
+        pytest.skip("moto's conditional PUT is not atomic; the race is proven on RGW and local")
     k = key(backend, "race/block.bin")
     results: list[bool] = []
     barrier = threading.Barrier(8)
