@@ -31,8 +31,8 @@ BLOCKS = PROMPT_TOKENS // CHUNK_TOKENS
 MAX_TOKENS = 8
 MMAP_LEAK = "Failed to close mmap_obj"  # vLLM's log line when a tier kept a view
 
-# Each engine life is a process that imports vLLM and torch: about a minute on an idle
-# 2-core machine, several when it is shared.
+# Each engine life is a process that imports vLLM and torch: the slowest tests of all,
+# needed at that cost (the only proof with a real engine); four lives, no more.
 pytestmark = pytest.mark.timeout(3600)
 
 

@@ -49,6 +49,8 @@ def object_key(backend: Backend, key: bytes, ns: Namespace = NS) -> str:
     return KeyMapper(ns, prefix=prefix).key_for(key)
 
 
+# Among the slowest (2,000 requests on moto's server), needed: a batch many windows long
+# is where the pipeline's refill, the report's bookkeeping and zero-copy rows meet.
 def test_thousand_random_blocks_round_trip(backend: Backend) -> None:
     keys = chain(1000)
     rows = np.random.default_rng(1).integers(0, 256, (1000, 2048), dtype=np.uint8)

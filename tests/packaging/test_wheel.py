@@ -87,6 +87,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return sdist, wheel
 
 
+# Its set-up is among the slowest steps of the suite, needed: a venv and an install are
+# what a user's first minute is made of (dependencies from the index or pip's cache).
 @pytest.fixture(scope="module")
 def venv(built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv (no system site-packages) with the wheel and its dependencies only."""
