@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make test`: every test, the real engine end to end included, on both cores.
 #
-#   1. In the background, at once and at a lower priority: the two vLLM virtualenvs and
-#      checkov's (pip waits on downloads and disk, so they overlap the work below);
-#      meanwhile .venv and Ceph RGW (Debian's packages; a no-op when installed).
+#   1. In the background, at once: the two vLLM virtualenvs and checkov's (pip waits on
+#      downloads and disk, so they overlap the work below); meanwhile .venv and Ceph RGW
+#      (Debian's packages; a no-op when installed).
 #   2. Lint (ruff, mypy), then the main suite on both cores (pytest-xdist), then the
 #      Terraform proofs that read what the main suite's S3 requests were.
 #   3. As each venv is ready: the vLLM tier tests (.venv-vllm) and the real-engine tests
@@ -67,11 +67,12 @@ finished() {  # name [lines]: wait for a background job, print its log, fail if 
 }
 
 stamp "building the vLLM and checkov virtualenvs in the background"
-# checkov's first: the main suite runs it. The vLLM venvs are needed only after the main
-# suite, so they are niced: they take the CPU it leaves.
+# checkov's first: the main suite runs it. The engine's venv leads to the longest step
+# after the main suite (tests/e2e); .venv-vllm leads to a short one, so it is niced and
+# takes the CPU the rest leaves.
 background checkov-venv bash scripts/checkov.sh --install-only
+background engine-venv bash scripts/vllm-engine-venv.sh
 background vllm-venv nice -n 10 bash scripts/vllm-venv.sh
-background engine-venv nice -n 10 bash scripts/vllm-engine-venv.sh
 
 stamp ".venv and Ceph (make .venv/.installed-dev rgw-deps)"
 make --no-print-directory .venv/.installed-dev rgw-deps
