@@ -159,6 +159,8 @@ def rgw(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Ceph RGW (HTTP and HTTPS) for the session. Fails loudly if Ceph is not installed.
 
     Its directory (logs) is kept only when a test failed; the failure output says where.
+    Starting it (a couple of seconds) shows as the set-up time of the first test that
+    uses it, often among the slowest: paid once per run, on one xdist worker.
     """
     from tests.servers.rgw import RGWServer
 
