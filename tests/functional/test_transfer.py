@@ -80,7 +80,12 @@ def test_second_upload_rewrites_nothing(backend: Backend) -> None:
         assert backend.raw_get(object_key(backend, k)) == blocks[k]
 
 
-def test_two_uploaders_racing_store_each_block_once(backend: Backend) -> None:
+def test_two_uploaders_racing_store_each_block_once(every_backend: Backend) -> None:
+    # "once" is the server's atomic create-only PUT: proven where the server keeps it (Ceph,
+    # a directory); moto checks then stores without a lock (see test_store.py).
+    backend = every_backend
+    if backend.name in ("moto", "moto-server"):
+        pytest.skip("moto's conditional PUT is not atomic; the race is proven on RGW and local")
     keys = chain(200)
     blocks = {k: os.urandom(512) for k in keys}
     reports = []
