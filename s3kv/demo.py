@@ -1,6 +1,6 @@
 """The embedded demo: a realistic vLLM cache pushed, listed, verified and pulled back.
 
-With no endpoint configured it starts moto's S3 server (the ``s3kv[demo]`` extra) on
+With no endpoint configured it starts moto's S3 server (the ``s3kv-vllm[demo]`` extra) on
 127.0.0.1 for the duration. The synthetic cache has Llama-3.1-8B's shapes: 32 layers,
 8 KV heads of dimension 128, bfloat16, 16 tokens per block, so one block (one CPU-tier
 row: K and V of every layer) is 2 x 32 x 8 x 128 x 16 x 2 bytes = 2 MiB. It is written
@@ -101,7 +101,7 @@ def embedded_s3() -> Iterator[str]:
     """moto's S3 server on a free loopback port; yields its URL and stops it afterwards."""
     if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:
         raise S3KVError(
-            "the embedded S3 endpoint needs moto's server: pip install 's3kv[demo]' "
+            "the embedded S3 endpoint needs moto's server: pip install 's3kv-vllm[demo]' "
             "(or pass --endpoint-url to run the demo against a real store)"
         )
     with socket.socket() as s:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -19,13 +20,23 @@ from s3kv.errors import (
     TransientStoreError,
 )
 from s3kv.jobs import BlockResult, TransferJob
+from s3kv.keys import KeyStyle
+from s3kv.location import Location
 from s3kv.lookup import LookupStats, PresenceCache, prefix_length
 from s3kv.namespace import Namespace
 from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
-from s3kv.stores import Cancel, LocalStore, ObjectInfo
-from s3kv.transfer import Transfer, as_bytes_view, offload_key_of, refuse_duplicates
+from s3kv.settings import S3Settings
+from s3kv.stores import Cancel, LocalStore, ObjectInfo, Store
+from s3kv.transfer import (
+    BlockBuffer,
+    BlockId,
+    Transfer,
+    as_bytes_view,
+    offload_key_of,
+    refuse_duplicates,
+)
 
 INTEGRITY_RETRIES = 1
 """Re-read a block once after a checksum mismatch: it may have been damaged in flight."""
@@ -49,14 +60,26 @@ class Downloader(Transfer):
 
     def __init__(
         self,
-        *args: Any,
+        location: str | os.PathLike[str] | Location,
+        namespace: Namespace,
+        *,
+        settings: S3Settings | None = None,
+        style: KeyStyle = "s3kv",
+        store: Store | None = None,
+        concurrency: int | None = None,
         require_manifest: bool = True,
         lookup_fanout: int | None = None,
         presence_cache: PresenceCache | None = None,
         block_size_bytes: int | None = None,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(
+            location,
+            namespace,
+            settings=settings,
+            style=style,
+            store=store,
+            concurrency=concurrency,
+        )
         if block_size_bytes is not None and block_size_bytes <= 0:
             raise InvalidInputError(f"block_size_bytes must be positive; got {block_size_bytes}")
         self.block_size_bytes = block_size_bytes
@@ -100,13 +123,13 @@ class Downloader(Transfer):
 
     # -- presence ---------------------------------------------------------------------
 
-    def contains(self, keys: Sequence[Any]) -> list[bool]:
+    def contains(self, keys: Sequence[BlockId]) -> list[bool]:
         """Whether each block exists (concurrent HEADs; answers are cached)."""
         self._check_open()
         self._check_manifest()
         return self._probe([self.keys.key_for(offload_key_of(k)) for k in keys])
 
-    def lookup(self, keys: Sequence[Any]) -> int:
+    def lookup(self, keys: Sequence[BlockId]) -> int:
         """How many leading blocks of the chain ``keys`` are stored (vLLM's prefix hits).
 
         At most 3 round trips of concurrent HEADs (2,048 keys: at most 38 HEADs); see
@@ -148,14 +171,18 @@ class Downloader(Transfer):
 
     # -- loads ------------------------------------------------------------------------
 
-    def get_blocks(self, keys: Sequence[Any], into: Any = None) -> TransferReport:
+    def get_blocks(
+        self,
+        keys: Sequence[BlockId],
+        into: Sequence[BlockBuffer] | Mapping[bytes, BlockBuffer] | None = None,
+    ) -> TransferReport:
         """Load blocks and wait. See :meth:`submit_get_blocks`."""
         return self.submit_get_blocks(keys, into).wait()
 
     def submit_get_blocks(
         self,
-        keys: Sequence[Any],
-        into: Any = None,
+        keys: Sequence[BlockId],
+        into: Sequence[BlockBuffer] | Mapping[bytes, BlockBuffer] | None = None,
         *,
         on_done: Callable[[TransferJob], None] | None = None,
     ) -> TransferJob:
@@ -284,7 +311,7 @@ class Downloader(Transfer):
         verified = info.checksum is not None or isinstance(self.store, LocalStore)
         return BlockResult(key, "done", nbytes=info.size, verified=verified, data=data)
 
-    def get_range(self, key: Any, *, start: int, end: int | None = None) -> bytes:
+    def get_range(self, key: BlockId, *, start: int, end: int | None = None) -> bytes:
         """Bytes ``[start, end)`` of one block (``end`` exclusive; None: to the end).
 
         Not checksummed: a checksum covers the whole block.

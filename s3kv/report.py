@@ -10,7 +10,7 @@ from typing import Literal
 from s3kv.errors import TransferError
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class TransferReport:
     """The outcome of one batch. Keys are vLLM OffloadKeys (``bytes``).
 
@@ -71,6 +71,22 @@ class TransferReport:
             parts.append(f"{self.unverified} unverified (no recorded checksum; size checked)")
         mib = self.bytes / 2**20
         return f"{', '.join(parts)}; {mib:.1f} MiB in {self.seconds:.2f}s ({rate:.1f} MiB/s)"
+
+    def __str__(self) -> str:
+        """``print(report)`` gives :meth:`summary`, not thousands of raw keys."""
+        return self.summary()
+
+    def __repr__(self) -> str:
+        """Counts, the first failures and the timing: bounded whatever the batch size."""
+        failed = [f"{k.hex()[:16]}...: {why[:80]}" for k, why in list(self.failed.items())[:3]]
+        rest = len(self.failed) - len(failed)
+        more = f" (+{rest} more)" if rest else ""
+        return (
+            f"TransferReport(operation={self.operation!r}, done={len(self.done)}, "
+            f"already_present={len(self.already_present)}, missing={len(self.missing)}, "
+            f"failed={len(self.failed)}{': ' + '; '.join(failed) + more if failed else ''}, "
+            f"bytes={self.bytes}, seconds={self.seconds:.3f}, unverified={self.unverified})"
+        )
 
     def raise_for_failures(self) -> None:
         """Raise :class:`TransferError` naming the first failures, if any key failed."""

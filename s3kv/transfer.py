@@ -6,7 +6,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from s3kv.errors import (
     ClosedError,
@@ -22,8 +22,30 @@ from s3kv.namespace import Namespace
 from s3kv.settings import S3Settings
 from s3kv.stores import Store, open_store
 
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
+
 BlockId: TypeAlias = "bytes | tuple[bytes, int]"
 """A vLLM OffloadKey, or ``(block_hash, group_idx)``."""
+
+BlockIdT = TypeVar("BlockIdT", bound=BlockId)
+"""A mapping's key type: ``dict[bytes, ...]`` is no ``Mapping[BlockId, ...]`` (keys are
+invariant), so methods taking a mapping are generic in it."""
+
+
+class ArrayLike(Protocol):
+    """A numpy array (or row). numpy's stubs give arrays ``__buffer__`` only from Python
+    3.12, so before that ``Buffer`` alone would refuse them; they export this instead."""
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]: ...
+
+
+BlockBuffer: TypeAlias = "Buffer | ArrayLike"
+"""A block's bytes, in place: bytes, bytearray, memoryview, a numpy row, a contiguous
+buffer of any format (read as bytes). Loads need it writable (checked at run time)."""
+
+TransferT = TypeVar("TransferT", bound="Transfer")
 
 BLOCK_TAGS = {"s3kv-object": "block"}
 """Tags on every block object (a lifecycle rule expires on them; manifests have none)."""
@@ -102,7 +124,7 @@ class Transfer:
         if self._owns_store:
             self.store.close()
 
-    def __enter__(self) -> Any:
+    def __enter__(self: TransferT) -> TransferT:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -135,7 +157,9 @@ def refuse_duplicates(keys: Iterable[bytes]) -> None:
         seen.add(key)
 
 
-def pairs_of(items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:
+def pairs_of(
+    items: Mapping[BlockIdT, BlockBuffer] | Iterable[tuple[BlockId, BlockBuffer]],
+) -> Iterable[tuple[BlockId, BlockBuffer]]:
     if isinstance(items, Mapping):
         return items.items()
     return items

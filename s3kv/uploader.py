@@ -18,6 +18,9 @@ from s3kv.retry import with_retries
 from s3kv.stores import Cancel, PutOptions
 from s3kv.transfer import (
     BLOCK_TAGS,
+    BlockBuffer,
+    BlockId,
+    BlockIdT,
     Transfer,
     as_bytes_view,
     offload_key_of,
@@ -101,13 +104,15 @@ class Uploader(Transfer):
         self._manifest_ready = False
         return True
 
-    def put_blocks(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> TransferReport:
+    def put_blocks(
+        self, items: Mapping[BlockIdT, BlockBuffer] | Iterable[tuple[BlockId, BlockBuffer]]
+    ) -> TransferReport:
         """Store blocks and wait; returns what was stored, already present and failed."""
         return self.submit_put_blocks(items).wait()
 
     def submit_put_blocks(
         self,
-        items: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
+        items: Mapping[BlockIdT, BlockBuffer] | Iterable[tuple[BlockId, BlockBuffer]],
         *,
         on_done: Callable[[TransferJob], None] | None = None,
     ) -> TransferJob:

@@ -1,25 +1,48 @@
 """Shared fixtures: S3 endpoints the suite starts itself (127.0.0.1 only), and backends.
 
-One parametrised ``backend`` fixture runs the same store and transfer tests on:
+Backends, each a place the same test can run on:
 
-* ``moto``        moto in-process (botocore patched; no sockets)
-* ``moto-server`` moto's HTTP server in its own process, on a free loopback port
+* ``moto``        moto in-process (botocore patched; no sockets): boto3's data path
+* ``moto-server`` moto's HTTP server in its own process, on a free loopback port:
+                  awscrt's data path (the default) over real HTTP
 * ``local``       a directory in vLLM's filesystem-tier layout
 * ``rgw-http``    Ceph RADOS Gateway over HTTP (tests/servers/rgw.py)
 * ``rgw-https``   the same over TLS, trusting its self-signed CA via s3kv's ca_bundle
 
-``S3KV_TEST_BACKENDS=moto,local`` narrows the list for a quick local loop; CI runs all.
-Every S3 request s3kv makes is traced (``S3KV_TRACE_FILE``) so the Terraform policy
-proofs can check the writer/reader policies against what s3kv really did.
+Which fixture to use (docs/developers.md says the same, with examples):
+
+* ``backend``: a behaviour of the library or the tools (transfers, retries, hostile
+  input, reports). Runs once per data path on the cheapest faithful backend:
+  ``moto``, ``moto-server`` and ``local`` (``BEHAVIOUR_BACKENDS``).
+* ``s3_backend``: the same, S3 only (``moto``, ``moto-server``).
+* ``every_backend``: a promise of the ``Store`` interface itself (the contract suite,
+  tests/functional/test_store.py): every backend, Ceph RGW over HTTP and TLS included.
+* ``every_s3_backend``: a behaviour that rests on what a server does on the wire
+  (multipart uploads, awscrt's ranged parts, a checksum header RGW ignores): every S3
+  backend.
+* ``rgw``: what differs on the wire (TLS, RGW's answers, real lifecycle, users).
+
+``S3KV_TEST_BACKENDS=moto,local`` narrows every list for a quick loop;
+``S3KV_TEST_EVERY_BACKEND=1`` runs behaviour tests on all five too (a release check).
+Servers start once per session (per xdist worker for moto's server; every test that
+needs Ceph runs on one worker, see ``pytest_collection_modifyitems``).
+
+Every S3 request s3kv makes is traced (``S3KV_TRACE_FILE``, one file per process in
+``TRACE_DIR``) so the Terraform policy proofs can check the writer/reader policies against
+what s3kv really did. Under xdist those proofs run in a second session that reads the
+first one's traces: ``S3KV_TEST_TRACE_DIR`` names the directory they share
+(scripts/test.sh does this).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +57,10 @@ from tests.servers.rgw_keep import (  # noqa: F401  (hooks: Ceph logs kept only 
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / ".s3kv-test-artifacts"
-TRACE_FILE = ARTIFACTS / f"s3-operations-{os.getpid()}.jsonl"  # one per pytest session
+SHARED_TRACE_DIR = os.environ.get("S3KV_TEST_TRACE_DIR")
+TRACE_DIR = Path(SHARED_TRACE_DIR) if SHARED_TRACE_DIR else ARTIFACTS / f"trace-{os.getpid()}"
+TRACE_FILE = TRACE_DIR / f"s3-operations-{os.getpid()}.jsonl"  # one per pytest process
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 
 # Credentials for local endpoints only; nothing here may reach a real AWS account.
 TEST_ENV = {
@@ -49,30 +75,65 @@ TEST_ENV = {
 }
 for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CA_BUNDLE"):
     os.environ.pop(_name, None)
-for _name in [n for n in os.environ if n.startswith("S3KV_") and n != "S3KV_TEST_BACKENDS"]:
+for _name in [n for n in os.environ if n.startswith("S3KV_") and not n.startswith("S3KV_TEST_")]:
     os.environ.pop(_name, None)
 os.environ.update(TEST_ENV)
-ARTIFACTS.mkdir(exist_ok=True)
+TRACE_DIR.mkdir(parents=True, exist_ok=True)
 os.environ["S3KV_TRACE_FILE"] = str(TRACE_FILE)
 
 ALL_BACKENDS = ("moto", "moto-server", "local", "rgw-http", "rgw-https")
 BACKENDS = tuple(
     b for b in os.environ.get("S3KV_TEST_BACKENDS", ",".join(ALL_BACKENDS)).split(",") if b
 )
+"""Every backend the run may use (``S3KV_TEST_BACKENDS`` narrows it)."""
+# One per data path: boto3's (moto), awscrt's over HTTP (moto's server), a directory.
+# Ceph adds nothing to a behaviour above the store: the contract suite proves each store
+# keeps the Store promises, so a behaviour proven on one S3 store holds on the others.
+BEHAVIOUR_BACKENDS = tuple(
+    b for b in BACKENDS
+    if os.environ.get("S3KV_TEST_EVERY_BACKEND") or b in ("moto", "moto-server", "local")
+)
+RGW_BACKENDS = ("rgw-http", "rgw-https")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    TRACE_DIR.mkdir(parents=True, exist_ok=True)
     TRACE_FILE.write_text("")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if exitstatus == 0:  # keep the trace of a failed run for its report
-        TRACE_FILE.unlink(missing_ok=True)
+    # Keep the trace of a failed run for its report; a shared one is its owner's to clean.
+    if exitstatus == 0 and not SHARED_TRACE_DIR:
+        shutil.rmtree(TRACE_DIR, ignore_errors=True)
+
+
+SERVER_FIXTURES = {"moto_server", "rgw"}
+SERVER_BACKENDS = {"moto-server", "rgw-http", "rgw-https"}
+
+
+def _needs_server(item: pytest.Item) -> bool:
+    """An S3 server (moto's or Ceph), started by fixture, by backend or by the test."""
+    if item.get_closest_marker("integration") or item.get_closest_marker("rgw"):
+        return True
+    if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(v in SERVER_BACKENDS for v in params.values() if isinstance(v, str))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Proofs that consume what the functional tests recorded run last.
     items.sort(key=lambda item: item.get_closest_marker("after_functional") is not None)
+    for item in items:
+        if rgw_keep.uses_session_server(item):  # one Ceph per run: its tests on one worker
+            item.add_marker(pytest.mark.xdist_group("rgw"))
+        if _needs_server(item):
+            item.add_marker(pytest.mark.server)  # `make check` leaves these out
+        if XDIST_WORKER and not SHARED_TRACE_DIR and item.get_closest_marker("after_functional"):
+            # Another worker may still be recording; scripts/test.sh runs them afterwards.
+            item.add_marker(pytest.mark.skip(
+                reason="under xdist the proofs need S3KV_TEST_TRACE_DIR and a second "
+                "session (make test does this)"))
 
 
 def free_port() -> int:
@@ -98,6 +159,8 @@ def rgw(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Ceph RGW (HTTP and HTTPS) for the session. Fails loudly if Ceph is not installed.
 
     Its directory (logs) is kept only when a test failed; the failure output says where.
+    Starting it (a couple of seconds) shows as the set-up time of the first test that
+    uses it, often among the slowest: paid once per run, on one xdist worker.
     """
     from tests.servers.rgw import RGWServer
 
@@ -149,6 +212,16 @@ class Backend:
         if self.client is None:
             return {}
         return dict(self.client.head_object(Bucket=self.bucket, Key=key).get("Metadata", {}))
+
+    def raw_put_many(self, keys: Iterable[str], data: bytes) -> None:
+        """Plant many objects at once (16 at a time on S3: a server round trip each)."""
+        if self.client is None:
+            for key in keys:
+                self.raw_put(key, data)
+            return
+        with ThreadPoolExecutor(16) as pool:
+            for _ in pool.map(lambda key: self.raw_put(key, data), keys):
+                pass
 
     def raw_delete(self, key: str) -> None:
         if self.client is not None:
@@ -211,15 +284,28 @@ def _bucket_name() -> str:
     return f"s3kv-test-{uuid.uuid4().hex[:16]}"
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=BEHAVIOUR_BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """The same tests on every backend (see module docstring)."""
+    """A behaviour, once per data path: moto, moto's server, a directory (see above)."""
+    yield from _make_backend(request, request.param, tmp_path)
+
+
+@pytest.fixture(params=[b for b in BEHAVIOUR_BACKENDS if b != "local"])
+def s3_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A behaviour of the S3 path, once per data path: moto, moto's server."""
     yield from _make_backend(request, request.param, tmp_path)
 
 
 @pytest.fixture(params=[b for b in BACKENDS if b != "local"])
-def s3_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """Every S3 backend (no local directory)."""
+def every_s3_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A behaviour that depends on the server's answers on the wire (multipart, ranged
+    parts, checksum headers a server ignores): every S3 backend, Ceph included."""
+    yield from _make_backend(request, request.param, tmp_path)
+
+
+@pytest.fixture(params=BACKENDS)
+def every_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A promise of the Store interface: every backend, Ceph over HTTP and TLS included."""
     yield from _make_backend(request, request.param, tmp_path)
 
 
@@ -296,9 +382,13 @@ def _make_backend(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> 
 
 
 def _trace() -> list[dict[str, Any]]:
-    if not TRACE_FILE.exists():
-        return []
-    return [json.loads(line) for line in TRACE_FILE.read_text().splitlines() if line]
+    """What every process of this run traced (xdist workers write a file each)."""
+    return [
+        json.loads(line)
+        for path in sorted(TRACE_DIR.glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line
+    ]
 
 
 # the bucket, peer and prefix tests/terraform renders its policies for

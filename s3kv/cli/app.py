@@ -114,6 +114,11 @@ def _suggest(
     return ""
 
 
+DISTRIBUTION = "s3kv-vllm"
+"""The name to pip install: the index's `s3kv` is an unrelated project (pyproject.toml)."""
+VERSION_LINE = f"s3kv {__version__} (pip install {DISTRIBUTION})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="s3kv",
@@ -121,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"s3kv {__version__}")
+    parser.add_argument("--version", action="version", version=VERSION_LINE)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.register(sub)

@@ -14,7 +14,7 @@ from s3kv.errors import InvalidInputError, plural
 
 EXAMPLES = """\
 examples:
-  # no AWS account needed: an embedded S3 endpoint on 127.0.0.1 (pip install 's3kv[demo]')
+  # no AWS account needed: an embedded S3 endpoint on 127.0.0.1 (pip install 's3kv-vllm[demo]')
   s3kv demo
 
   # against a real store (the bucket is created if missing): only when named here

@@ -22,6 +22,9 @@ from s3kv.keys import KeyMapper, make_offload_key
 from s3kv.namespace import Namespace
 from s3kv.stores import LocalStore, PutOptions
 
+# Among the slowest tests of the suite, needed at that cost: each runs the command as a
+# user does, one process per command (interpreter and imports first), and checks the exit
+# code and output. A check of the library's behaviour belongs in tests/functional instead.
 pytestmark = pytest.mark.integration
 
 BLOCK = 4096

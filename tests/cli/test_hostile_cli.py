@@ -15,6 +15,9 @@ import pytest
 from s3kv.keys import KeyMapper, make_offload_key
 from tests.cli.test_commands import BLOCK, bucket, client, keys_in, namespace, s3kv, write_tree
 
+# Among the slowest tests of the suite, needed at that cost: each runs the command as a
+# user does, one process per command (interpreter and imports first), and checks the exit
+# code and output. A check of the library's behaviour belongs in tests/functional instead.
 pytestmark = pytest.mark.integration
 __all__ = ["bucket", "client"]  # fixtures, imported for pytest
 

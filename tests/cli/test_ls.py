@@ -24,6 +24,9 @@ from s3kv.namespace import Namespace
 from s3kv.stores import LocalStore, PutOptions
 from s3kv.sync import sync
 
+# Among the slowest tests of the suite, needed at that cost: each runs the command as a
+# user does, one process per command (interpreter and imports first), and checks the exit
+# code and output. A check of the library's behaviour belongs in tests/functional instead.
 pytestmark = pytest.mark.integration
 
 LONG_MODEL = "organisation-with-a-long-name/" + "a-fine-tuned-model-name-x" + "y" * 5

@@ -24,6 +24,8 @@ from s3kv import Namespace, S3Settings, Uploader
 from s3kv.keys import make_offload_key
 from tests.servers.rgw_users import create_user, grant_reader
 
+# Among the slowest tests, needed at that cost: Ceph users and their policies are made
+# with radosgw-admin (a process each), then every read command runs as a process.
 pytestmark = [pytest.mark.integration, pytest.mark.rgw]
 
 PREFIX = "team/kv"

@@ -97,7 +97,11 @@ def test_connection_reset_mid_body_is_retried_and_nothing_partial_is_kept(
     assert not out2[:2].any()
 
 
-def test_multipart_upload_create_only_and_aborted_when_interrupted(s3_backend: Backend) -> None:
+def test_multipart_upload_create_only_and_aborted_when_interrupted(
+    every_s3_backend: Backend,
+) -> None:
+    # on Ceph too: multipart listing, abort and create-only completion are the server's
+    s3_backend = every_s3_backend
     mib = 1024 * 1024
     settings = s3_backend.settings.model_copy(
         update={

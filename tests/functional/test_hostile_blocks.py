@@ -1,4 +1,4 @@
-"""Hostile and unlucky inputs to the library (issue 12 part B), the same on every backend:
+"""Hostile and unlucky inputs to the library (issue 12 part B), on each data path (`backend`):
 buffers that are not what they seem, blocks without s3kv's checksum metadata, failures
 after bytes landed, keys given twice, transfers used after close()."""
 

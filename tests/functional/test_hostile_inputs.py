@@ -1,4 +1,4 @@
-"""Issue 12 part A on every backend: hostile manifests and a gc whose deletes fail."""
+"""Issue 12 part A on each data path (`backend`): hostile manifests and a gc whose deletes fail."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The store contract, the same on every backend (moto, moto server, directory, RGW)."""
+"""The store contract, the same on every backend (moto, moto server, directory, RGW).
+
+The one suite that runs on all five backends (``every_backend``): what a behaviour test
+above the store may take for granted on any of them. Tests here use ``backend``, which
+this module binds to ``every_backend``.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,12 @@ pytestmark = pytest.mark.functional
 
 CREATE = PutOptions(create_only=True)
 OVERWRITE = PutOptions(create_only=False)
+
+
+@pytest.fixture
+def backend(every_backend: Backend) -> Backend:
+    """The contract holds on every backend, Ceph RGW over HTTP and TLS included."""
+    return every_backend
 
 
 @pytest.fixture
@@ -84,14 +95,16 @@ def test_ranged_get(backend: Backend, store: Store) -> None:
     assert store.get_range(k, start=7) == b"789"
 
 
+# This and the next are among the slowest on the S3 servers, needed at that cost: a
+# second listing page and a second delete batch exist only past 1,000 keys (planted 16
+# at a time).
 def test_list_in_key_order_with_pagination(backend: Backend, store: Store) -> None:
     names = [key(backend, f"list/{i:04d}.bin") for i in range(1100)]  # > one S3 page
     for n in names[:3] + names[-3:]:
         store.put(n, b"x", CREATE)
     if backend.is_s3:
         # fill the middle quickly, bypassing s3kv (only listing is under test)
-        for n in names[3:-3]:
-            backend.raw_put(n, b"x")
+        backend.raw_put_many(names[3:-3], b"x")
     else:
         for n in names[3:-3]:
             store.put(n, b"x", CREATE)
@@ -103,14 +116,18 @@ def test_list_in_key_order_with_pagination(backend: Backend, store: Store) -> No
 
 
 def test_delete_many_in_batches(backend: Backend, store: Store) -> None:
-    names = [key(backend, f"del/{i:04d}.bin") for i in range(1005)]
-    for n in names:
-        backend.raw_put(n, b"x")
+    names = [key(backend, f"del/{i:04d}.bin") for i in range(1005)]  # two delete batches
+    backend.raw_put_many(names, b"x")
     assert store.delete_many([*names, key(backend, "del/absent.bin")]) == {}
     assert list(store.list(key(backend, "del/"))) == []
 
 
 def test_concurrent_create_only_puts_store_once(backend: Backend, store: Store) -> None:
+    if backend.name in ("moto", "moto-server"):
+        # moto checks If-None-Match, then stores, with no lock between (moto/s3/responses.py):
+        # two racing PUTs can both win there, more often on a loaded machine. The client's
+        # side (a 412 is "already present") is test_create_only_never_overwrites, on moto too.
+        pytest.skip("moto's conditional PUT is not atomic; the race is proven on RGW and local")
     k = key(backend, "race/block.bin")
     results: list[bool] = []
     barrier = threading.Barrier(8)

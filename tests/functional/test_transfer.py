@@ -1,4 +1,4 @@
-"""Uploader and Downloader, the same on every backend."""
+"""Uploader and Downloader on each data path (`backend`: moto, moto's server, a directory)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,8 @@ def object_key(backend: Backend, key: bytes, ns: Namespace = NS) -> str:
     return KeyMapper(ns, prefix=prefix).key_for(key)
 
 
+# Among the slowest (2,000 requests on moto's server), needed: a batch many windows long
+# is where the pipeline's refill, the report's bookkeeping and zero-copy rows meet.
 def test_thousand_random_blocks_round_trip(backend: Backend) -> None:
     keys = chain(1000)
     rows = np.random.default_rng(1).integers(0, 256, (1000, 2048), dtype=np.uint8)
@@ -78,7 +80,12 @@ def test_second_upload_rewrites_nothing(backend: Backend) -> None:
         assert backend.raw_get(object_key(backend, k)) == blocks[k]
 
 
-def test_two_uploaders_racing_store_each_block_once(backend: Backend) -> None:
+def test_two_uploaders_racing_store_each_block_once(every_backend: Backend) -> None:
+    # "once" is the server's atomic create-only PUT: proven where the server keeps it (Ceph,
+    # a directory); moto checks then stores without a lock (see test_store.py).
+    backend = every_backend
+    if backend.name in ("moto", "moto-server"):
+        pytest.skip("moto's conditional PUT is not atomic; the race is proven on RGW and local")
     keys = chain(200)
     blocks = {k: os.urandom(512) for k in keys}
     reports = []
@@ -145,8 +152,10 @@ def test_missing_manifest_is_readable_only_when_asked(backend: Backend) -> None:
     assert got.data[key] == b"abc" and got.unverified == (1 if backend.is_s3 else 0)
 
 
-def test_corrupted_block_is_reported_and_never_handed_over(s3_backend: Backend) -> None:
-    backend = s3_backend
+def test_corrupted_block_is_reported_and_never_handed_over(every_s3_backend: Backend) -> None:
+    # on Ceph too: RGW 16 ignores x-amz-checksum-crc32c, so only s3kv's metadata check
+    # stands between a replaced object and the caller there (docs/library.md says so)
+    backend = every_s3_backend
     keys = chain(4)
     rows = np.random.default_rng(2).integers(0, 256, (4, 4096), dtype=np.uint8)
     with uploader(backend) as up:
@@ -251,8 +260,10 @@ def test_submit_is_non_blocking_and_reports_once_done(backend: Backend) -> None:
         assert job.wait(60).ok and all(b == bytearray(b"n" * 128) for b in bufs)
 
 
-def test_block_larger_than_a_transport_part_round_trips(s3_backend: Backend) -> None:
-    # 20 MiB: one PUT, but awscrt fetches it in 8 MiB ranged parts (offsets must land right)
+def test_block_larger_than_a_transport_part_round_trips(every_s3_backend: Backend) -> None:
+    # 20 MiB: one PUT, but awscrt fetches it in 8 MiB ranged parts (offsets must land right);
+    # on Ceph too, over TLS: the ranged answers are the server's
+    s3_backend = every_s3_backend
     keys = chain(1)
     block = np.random.default_rng(9).integers(0, 256, 20 * 1024 * 1024, dtype=np.uint8)
     with uploader(s3_backend) as up:

@@ -54,7 +54,7 @@ def finish(server: Any, *, keep: bool) -> None:
             _session.clear()
 
 
-def _uses_session_server(item: pytest.Item) -> bool:
+def uses_session_server(item: pytest.Item) -> bool:
     if "rgw" in getattr(item, "fixturenames", ()):
         return True
     # backend/s3_backend reach the rgw fixture by name at run time (rgw-http, rgw-https)
@@ -70,7 +70,7 @@ def pytest_runtest_makereport(
     item.stash.setdefault(REPORTS, {})[report.when] = report
     if report.failed:
         servers = list(item.stash.get(SERVERS, []))
-        if _uses_session_server(item):
+        if uses_session_server(item):
             servers += _session
         dirs = [s.base_dir for s in servers if s.base_dir is not None]
         if dirs:

@@ -24,6 +24,8 @@ S3_CONFIG = Config(
     retries={"max_attempts": 2, "mode": "standard"},
 )
 
+# Slow by nature, needed: each test starts and stops a Ceph cluster of its own, since
+# what is under test is the start and the clean stop the session's server relies on.
 pytestmark = pytest.mark.rgw
 
 

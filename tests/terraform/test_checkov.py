@@ -9,7 +9,10 @@ import subprocess
 import pytest
 from tfhelpers import REPO_ROOT
 
-pytestmark = pytest.mark.terraform
+# The slowest test of the main suite (checkov's own start-up, then every one of its
+# Terraform checks over terraform/): needed at that cost, it is the only static security
+# check of the modules. Under xdist it holds one worker while the other goes on.
+pytestmark = [pytest.mark.terraform, pytest.mark.venv]
 
 
 def test_checkov_reports_no_failed_check():

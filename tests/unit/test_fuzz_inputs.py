@@ -251,6 +251,8 @@ def cli_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, 
     return directory, manifest
 
 
+# 150 random command lines through the parser and every command's checks, in-process:
+# a few seconds, the cost of covering argv's corners (one of the slowest unit tests).
 @settings(
     max_examples=150,
     deadline=None,

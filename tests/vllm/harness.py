@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -134,14 +135,35 @@ def finish(tier: Any, req: str = "req-0") -> None:
 
 def obj_tier(view: memoryview, spec: TieringOffloadingSpec, *, endpoint: str, bucket: str,
              prefix: str, access_key: str = "testing", secret_key: str = "testing",
-             ca_bundle: str = "", io_threads: int = 4) -> Any:
-    """vLLM's own object-store tier (``ObjectStoreSecondaryTierManager``, via NIXL)."""
+             ca_bundle: str = "", io_threads: int = 4, rgw: bool = False) -> Any:
+    """vLLM's own object-store tier (``ObjectStoreSecondaryTierManager``, via NIXL).
+
+    ``rgw``: Ceph RGW 16 answers the obj tier's default aws-chunked uploads with 411
+    Length Required, so the AWS SDK is told to checksum only when required (s3kv needs
+    nothing: tests/data/vllm_obj_tier_wire_keys.json). The SDK reads it at construction.
+    """
     scheme, _, host = endpoint.partition("://")
     store = {"bucket": bucket, "endpoint_override": host, "scheme": scheme,
              "access_key": access_key, "secret_key": secret_key, "region": "us-east-1",
              "ca_bundle": ca_bundle}
     config = {"type": "obj", "store_config": store, "prefix": prefix, "io_threads": io_threads}
-    return SecondaryTierFactory.create_secondary_tier(config, view, spec)
+    with environ({"AWS_REQUEST_CHECKSUM_CALCULATION": "when_required"} if rgw else {}):
+        return SecondaryTierFactory.create_secondary_tier(config, view, spec)
+
+
+@contextlib.contextmanager
+def environ(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` for the block; what was there before, afterwards."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def locked(manager: Any) -> AbstractContextManager[Any]:

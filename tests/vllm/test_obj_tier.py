@@ -61,17 +61,10 @@ class Peer:
     secret_key: str
     client: Any
 
-    @property
-    def checksum_env(self) -> dict[str, str]:
-        # RGW 16 answers the obj tier's default aws-chunked uploads with 411 Length
-        # Required; s3kv needs nothing (tests/data/vllm_obj_tier_wire_keys.json).
-        return {"AWS_REQUEST_CHECKSUM_CALCULATION": "when_required"} if "rgw" in self.name else {}
-
     def obj_tier(self, view: memoryview, spec: Any, prefix: str) -> Any:
-        with _environ(self.checksum_env):
-            return h.obj_tier(view, spec, endpoint=self.endpoint, bucket=self.bucket,
-                              prefix=prefix, access_key=self.access_key,
-                              secret_key=self.secret_key)
+        return h.obj_tier(view, spec, endpoint=self.endpoint, bucket=self.bucket,
+                          prefix=prefix, access_key=self.access_key,
+                          secret_key=self.secret_key, rgw="rgw" in self.name)
 
     def s3kv_tier(self, view: memoryview, spec: Any, prefix: str) -> Any:
         url = f"s3://{self.bucket}/{prefix}" if prefix else f"s3://{self.bucket}"
@@ -91,20 +84,6 @@ class Peer:
     def listing(self) -> list[str]:
         listed = self.client.list_objects_v2(Bucket=self.bucket).get("Contents", [])
         return sorted(o["Key"] for o in listed)
-
-
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(params=SERVERS)
