@@ -185,5 +185,13 @@ class Store(abc.ABC):
     def abort_multipart_upload(self, upload: MultipartUpload) -> None:  # noqa: B027
         """Abort an incomplete multipart upload (nothing to do for a directory)."""
 
+    def quiesce(self, timeout: float) -> bool:
+        """Wait until no request of this store holds a caller's buffer any more; False
+        if ``timeout`` seconds pass first. A transport that runs requests on threads of
+        its own may let go of a request's callbacks (and the buffers they reach) a little
+        after it reported the request finished: a caller about to unmap its memory (vLLM
+        at shutdown) waits here first."""
+        return True
+
     def close(self) -> None:  # noqa: B027
         """Release connections."""

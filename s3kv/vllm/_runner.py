@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,8 +44,10 @@ class JobRunner:
         downloader: Downloader,
         *,
         on_finished: Callable[[Finished], None] | None = None,
+        quiesce: Callable[[float], bool] | None = None,
     ) -> None:
         self._rows = rows
+        self._quiesce = quiesce
         self._block_size = block_size_bytes
         self._uploader = uploader
         self._downloader = downloader
@@ -89,9 +92,14 @@ class JobRunner:
             running = list(self._running.values())
         for s3job in running:
             s3job.cancel()
+        started = time.monotonic()
         if not self.wait_idle(timeout):
             logger.warning("s3kv tier shut down with %d job(s) still running", self._in_flight)
             return  # a running job may still touch the rows: keep them mapped
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        if self._quiesce is not None and not self._quiesce(30.0 if left is None else left):
+            logger.warning("s3kv tier shut down with requests the transport still holds")
+            return  # their callbacks still reach the rows: keep them mapped
         # vLLM unmaps the primary region after shutdown; a view of it left here makes
         # that fail ("cannot close exported pointers exist") and keeps it all mapped.
         self._rows.release()

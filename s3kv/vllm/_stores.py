@@ -98,6 +98,9 @@ class ForwardingStore(Store):
     def abort_multipart_upload(self, upload: MultipartUpload) -> None:
         self.inner.abort_multipart_upload(upload)
 
+    def quiesce(self, timeout: float) -> bool:
+        return self.inner.quiesce(timeout)
+
     def close(self) -> None:
         self.inner.close()
 

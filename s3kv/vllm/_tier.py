@@ -134,7 +134,12 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
 
         rows = primary_kv_view.cast("B")
         self._runner = JobRunner(
-            rows, self.block_size_bytes, self.uploader, self.downloader, on_finished=self._remember
+            rows,
+            self.block_size_bytes,
+            self.uploader,
+            self.downloader,
+            on_finished=self._remember,
+            quiesce=self.store.quiesce,
         )
         windowed = [
             g.group_id

@@ -63,3 +63,34 @@ def test_engine_shutdown_unmaps_the_primary_region(moto_server: str, bucket: str
     manager.shutdown()  # vLLM logs "Failed to close mmap_obj" and carries on if it cannot
     with pytest.raises(ValueError, match="closed"):
         len(mapped)  # an mmap that is still open has a length
+
+
+def test_shutdown_keeps_the_rows_while_the_transport_still_holds_requests(
+    moto_server: str, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """awscrt reports a request finished before it drops the request's callbacks (which
+    reach the rows): shutdown waits for the store to let go, and keeps the rows mapped
+    (with a warning) rather than hand vLLM a region it cannot unmap."""
+    region = mmap.mmap(-1, 8 * h.ROW_BYTES)
+    array = np.frombuffer(region, dtype=np.int8).reshape(8, h.ROW_BYTES)
+    view = memoryview(array)
+    tier = h.s3_tier(view, h.spec(), url=f"s3://{bucket}/kv", endpoint_url=moto_server,
+                     data_path="crt")
+    asked: list[float] = []
+
+    def still_held(timeout: float) -> bool:
+        asked.append(timeout)
+        return False
+
+    tier._runner._quiesce = still_held
+    h.fill(array, range(2), seed=3)
+    assert h.run(tier, h.job(h.keys(2, start=90), [0, 1], load=False)).success
+    tier.shutdown()
+    assert asked and asked[0] > 0
+    assert "still holds" in caplog.text
+    assert len(tier._runner._rows) == 8 * h.ROW_BYTES  # not released: still a live view
+    assert tier.store.quiesce(5.0)  # the real transport lets go once its requests shut down
+    view.release()
+    del array
+    with pytest.raises(BufferError):
+        region.close()  # the tier's view keeps the region mapped, as the warning says
