@@ -217,11 +217,17 @@ class Downloader(Transfer):
         if into is not None and all(
             b is not None and self.store.can_submit(len(b)) for b in buffers
         ):
-            attempts = [_GetAttempt(self, k, b) for k, b in zip(offload_keys, buffers) if b]
+            sized = [b for b in buffers if b is not None]
+            parts, window = self.store.plan_loads(
+                len(sized), max(len(b) for b in sized) if sized else 0, self.concurrency
+            )
+            attempts = [
+                _GetAttempt(self, k, b, parts=parts) for k, b in zip(offload_keys, buffers) if b
+            ]
             return PipelinedJob(
                 "download",
                 attempts,
-                window=self.concurrency,
+                window=window,
                 settings=self.settings,
                 on_done=on_done,
             )
@@ -336,10 +342,12 @@ def _zero(buffer: memoryview | None) -> None:
 class _GetAttempt:
     """One block's GET into its buffer on a store that submits without blocking."""
 
-    __slots__ = ("buffer", "downloader", "key", "object_key", "rereads", "where")
+    __slots__ = ("buffer", "downloader", "key", "object_key", "parts", "rereads", "where")
 
-    def __init__(self, downloader: Downloader, key: bytes, buffer: memoryview) -> None:
-        self.downloader, self.key, self.buffer = downloader, key, buffer
+    def __init__(
+        self, downloader: Downloader, key: bytes, buffer: memoryview, *, parts: int = 1
+    ) -> None:
+        self.downloader, self.key, self.buffer, self.parts = downloader, key, buffer, parts
         self.object_key = downloader.keys.key_for(key)
         self.where = downloader.url_for(self.object_key)
         self.rereads = 0
@@ -370,7 +378,9 @@ class _GetAttempt:
                     return
                 done(result, None)
 
-        return down.store.submit_get_into(self.object_key, self.buffer, done.guard(finished))
+        return down.store.submit_get_into(
+            self.object_key, self.buffer, done.guard(finished), parts=self.parts
+        )
 
     def give_up(self, reason: str) -> BlockResult:
         _zero(self.buffer)  # no partial or corrupt block may be mistaken for data

@@ -102,8 +102,10 @@ class S3Settings(BaseModel):
     """Tag block objects ``s3kv-object=block`` so a lifecycle rule can expire blocks and
     never manifests. Turn off for stores without object tagging."""
     data_path: DataPath = "auto"
-    """Block PUT/GET/HEAD on awscrt's native client (``crt``; ``auto`` picks it) or on
-    botocore. Listing, deletes, multipart and copies always use botocore."""
+    """Block PUT/GET/HEAD on awscrt's native client (``crt``; ``auto`` picks it; block
+    GETs from 1 MiB up are then read by the kernel into the caller's buffer,
+    :mod:`s3kv.stores.direct_get`) or on botocore. Listing, deletes, multipart and copies
+    always use botocore."""
 
     @model_validator(mode="after")
     def _check(self) -> S3Settings:

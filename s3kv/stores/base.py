@@ -137,11 +137,19 @@ class Store(abc.ABC):
         key: str,
         buffer: memoryview,
         done: Callable[[ObjectInfo | None, BaseException | None], None],
+        *,
+        parts: int = 1,
     ) -> Cancel:
         """Start :meth:`get_into` without blocking; ``done(info, error)`` runs later.
-        Returns a function that cancels the request (nothing lands in ``buffer`` once
-        it ended)."""
+        ``parts``: read the block as that many ranged parts at once (see
+        :meth:`plan_loads`). Returns a function that cancels the request (nothing lands
+        in ``buffer`` once it ended)."""
         raise NotImplementedError
+
+    def plan_loads(self, count: int, size: int, window: int) -> tuple[int, int]:
+        """How to load ``count`` blocks of ``size`` bytes in one job: (ranged parts per
+        block, blocks in flight). The default: whole blocks, ``window`` at a time."""
+        return 1, window
 
     def copy_from(self, source: Store, source_key: str, key: str) -> bool:
         """Server-side copy when both stores share an endpoint; False if not possible."""

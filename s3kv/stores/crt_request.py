@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import threading
 import time
+from collections.abc import Iterable
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -229,8 +230,15 @@ def crt_error(exc: BaseException, method: str, where: str, endpoint: str) -> Bas
 
 
 def _translate(exc: s3.S3ResponseError, method: str, where: str) -> StoreError:
-    status = int(exc.status_code)
-    body = exc.body or b""
+    return translate_status(
+        int(exc.status_code), exc.body or b"", exc.headers or (), method, where
+    )
+
+
+def translate_status(
+    status: int, body: bytes, headers: Iterable[tuple[str, str]], method: str, where: str
+) -> StoreError:
+    """The s3kv error for an S3 answer of ``status`` (>= 300) with this error ``body``."""
     code = _error_code(body)
     if status == 412:
         return AlreadyExists(f"{method} {where}: already exists")
@@ -253,7 +261,7 @@ def _translate(exc: s3.S3ResponseError, method: str, where: str) -> StoreError:
     if status in (409, 429) or status >= 500 or code in ("SlowDown", "RequestTimeout"):
         return TransientStoreError(
             f"{method} {where}: {code or status}: HTTP {status}",
-            retry_after=retry_after(exc.headers or ()),
+            retry_after=retry_after(headers),
         )
     return StoreError(f"{method} {where}: {code or 'HTTP ' + str(status)}")
 

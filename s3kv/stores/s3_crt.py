@@ -15,8 +15,9 @@ awscrt's single-part PUT_OBJECT (unsigned payload; a plain request measured no b
 RGW and worse on moto for 1 MiB); a block GET up to :data:`SINGLE_GET_BYTES` is one
 request of its own, ranged to one byte past the block (awscrt hands such a request's
 headers over only once the whole body is in: without the range, an oversized object
-under a block key would be read whole first); larger ones use awscrt's GET_OBJECT with
-its pooled part buffer, cancelled as soon as its first part's headers show the size.
+under a block key would be read whole first); larger ones up to :data:`DIRECT_GET_BYTES`
+use awscrt's GET_OBJECT with its pooled part buffer, cancelled as soon as its first
+part's headers show the size; from there on :mod:`.direct_get` reads them.
 
 Every request has a read timeout (:mod:`.watchdog`: no progress for connect + read
 seconds cancels it, which closes its connection) and can be cancelled by its job; once
@@ -60,6 +61,7 @@ from s3kv.stores.crt_request import (
     EmptyObject,
     crt_error,
 )
+from s3kv.stores.direct_get import DirectGets
 from s3kv.stores.endpoint import data_endpoint
 from s3kv.stores.errors import no_answer
 from s3kv.stores.s3 import S3Store
@@ -79,6 +81,12 @@ GET_OBJECT's pooled part buffer costs the client less than a single request's bo
 which arrives in many Python callbacks: 256 KiB blocks into rows on RGW 16 over HTTP,
 client CPU 1.8-2.0 s/GiB with GET_OBJECT against 2.3-3.1 with a plain GET (64 KiB: no
 difference measured)."""
+
+DIRECT_GET_BYTES = 1024 * 1024
+"""Blocks from this size up are read by :mod:`.direct_get` (the kernel writes the body
+into the caller's buffer) rather than awscrt (which copies it three times in user space,
+on its event-loop threads): the per-byte work dominates there, and a block that large
+is worth a signed request built in Python."""
 
 _LIVE_PRUNE_AT = 1024
 """Shutdown events of requests kept before the set is pruned of those already set."""
@@ -140,6 +148,13 @@ class CrtS3Store(S3Store):
         self._timeout = settings.connect_timeout_seconds + settings.read_timeout_seconds
         self._watchdog = Watchdog(self._timeout)
         self._trace = trace_enabled()
+        # Blocks from DIRECT_GET_BYTES up: read by the kernel into the caller's buffer.
+        self._direct = DirectGets(
+            target,
+            self.client._request_signer._credentials,
+            settings,
+            connections=settings.concurrency,
+        )
         # Requests awscrt has not let go of yet (see quiesce), pruned as they go.
         self._live: set[threading.Event] = set()
         self._live_lock = threading.Lock()
@@ -320,6 +335,8 @@ class CrtS3Store(S3Store):
         }
 
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
+        if len(buffer) >= DIRECT_GET_BYTES:
+            return self._direct_get_into(key, buffer)
         answer, callbacks = self._into(key, buffer)
         try:
             self._request("GET", key, "GetObject", **callbacks)
@@ -327,11 +344,24 @@ class CrtS3Store(S3Store):
             answer.size, answer.wrong_size = 0, True
         return answer.check(len(buffer), self._where(key))
 
-    def submit_get_into(self, key: str, buffer: memoryview, done: GetDone) -> Cancel:
+    def plan_loads(self, count: int, size: int, window: int) -> tuple[int, int]:
+        if size >= DIRECT_GET_BYTES:
+            return self._direct.plan(count, size, window)
+        return 1, window
+
+    def submit_get_into(
+        self, key: str, buffer: memoryview, done: GetDone, *, parts: int = 1
+    ) -> Cancel:
         """Start a GET into ``buffer``; ``done(info, None)`` or ``done(None, error)`` later,
-        from an awscrt thread (size checked first, as :meth:`get_into`). Returns a function
-        that cancels the request; once the request ended, nothing lands in ``buffer``."""
+        from another thread (size checked first, as :meth:`get_into`). Returns a function
+        that cancels the request; once the request ended, nothing lands in ``buffer``.
+        Blocks from :data:`DIRECT_GET_BYTES` up go to :mod:`.direct_get` (in ``parts``
+        ranged parts at once), smaller ones to awscrt."""
         where = self._where(key)
+        if len(buffer) >= DIRECT_GET_BYTES:
+            if self._trace:
+                trace({"op": "GetObject", "bucket": self.bucket, "key": key})
+            return self._direct.submit(key, where, buffer, done, parts=parts)
         answer, callbacks = self._into(key, buffer)
         call, future = self._start("GET", key, "GetObject", **callbacks)
 
@@ -353,6 +383,27 @@ class CrtS3Store(S3Store):
 
         future.add_done_callback(finished)
         return call.cancel
+
+    def _direct_get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
+        finished = threading.Event()
+        outcome: list[Any] = [None, None]
+
+        def done(info: ObjectInfo | None, error: BaseException | None) -> None:
+            outcome[:] = [info, error]
+            finished.set()
+
+        cancel = self.submit_get_into(key, buffer, done)
+        try:
+            finished.wait()
+        except BaseException:
+            cancel()  # Ctrl-C: the parts stop, and done runs once they left the buffer
+            finished.wait()
+            raise
+        info, error = outcome
+        if error is not None:
+            raise error
+        assert info is not None
+        return info  # type: ignore[no-any-return]
 
     def _into(self, key: str, buffer: memoryview) -> tuple[Answer, dict[str, Any]]:
         if self._trace:
@@ -461,6 +512,7 @@ class CrtS3Store(S3Store):
         return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in options.tags.items())
 
     def close(self) -> None:
+        self._direct.close()
         self._watchdog.close()
         super().close()
 

@@ -352,6 +352,8 @@ class MeteredStore(ForwardingStore):
         key: str,
         buffer: memoryview,
         done: Callable[[ObjectInfo | None, BaseException | None], None],
+        *,
+        parts: int = 1,
     ) -> Cancel:
         self._starting("get", key)
 
@@ -359,7 +361,7 @@ class MeteredStore(ForwardingStore):
             self._finished("get", key, _outcome(error) if error is not None else "ok")
             done(info, error)
 
-        return self.inner.submit_get_into(key, buffer, finished)
+        return self.inner.submit_get_into(key, buffer, finished, parts=parts)
 
 
 class MeteredDownloader(Downloader):

@@ -65,8 +65,13 @@ class ForwardingStore(Store):
         key: str,
         buffer: memoryview,
         done: Callable[[ObjectInfo | None, BaseException | None], None],
+        *,
+        parts: int = 1,
     ) -> Cancel:
-        return self.inner.submit_get_into(key, buffer, done)
+        return self.inner.submit_get_into(key, buffer, done, parts=parts)
+
+    def plan_loads(self, count: int, size: int, window: int) -> tuple[int, int]:
+        return self.inner.plan_loads(count, size, window)
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
         return self.inner.list(prefix, start_after=start_after)

@@ -162,7 +162,9 @@ class ObservingStore(ForwardingStore):
         self.tracker.answered(info)
         return info
 
-    def submit_get_into(self, key: str, buffer: memoryview, done: GetDone) -> Cancel:
+    def submit_get_into(
+        self, key: str, buffer: memoryview, done: GetDone, *, parts: int = 1
+    ) -> Cancel:
         tracker = self.tracker
 
         def finished(info: ObjectInfo | None, error: BaseException | None) -> None:
@@ -172,7 +174,7 @@ class ObservingStore(ForwardingStore):
                 tracker.answered(info)
             done(info, error)
 
-        return self.inner.submit_get_into(key, buffer, finished)
+        return self.inner.submit_get_into(key, buffer, finished, parts=parts)
 
 
 def parse_renew_after(value: float | str | None) -> float | None:

@@ -149,7 +149,8 @@ class _Flaky(LocalStore):
             done(created, None)
 
     def submit_get_into(self, key: str, buffer: memoryview,
-                        done: Callable[[ObjectInfo | None, BaseException | None], None]) -> None:
+                        done: Callable[[ObjectInfo | None, BaseException | None], None],
+                        *, parts: int = 1) -> None:
         raise AssertionError("not used")
 
 
