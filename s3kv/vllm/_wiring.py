@@ -52,6 +52,10 @@ def open_tier_io(
     c = settings.concurrency
     lookup_threads = max(LOOKUP_THREADS, c // 4)
     # One client for stores, loads, lookups and renewals; its pool holds all their requests.
+    # A store job keeps up to 2c blocks in flight (on a link with first-byte latency, a
+    # prompt's many small blocks are stored that much sooner); a load job of large blocks
+    # fills the pool with ranged parts (Store.plan_loads), loads from 1 MiB up on
+    # connections of their own (s3kv.stores.direct_get).
     pool = settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
     store = open_store(location, pool)
     metered = MeteredStore(store, meter)
@@ -67,7 +71,7 @@ def open_tier_io(
     common: dict[str, Any] = {"settings": settings, "style": style}
     return TierIO(
         store=store,
-        uploader=Uploader(location, namespace, concurrency=c, store=metered, **common),
+        uploader=Uploader(location, namespace, concurrency=2 * c, store=metered, **common),
         downloader=MeteredDownloader(
             location,
             namespace,
