@@ -15,7 +15,7 @@ awscrt's single-part PUT_OBJECT (unsigned payload; a plain request measured no b
 RGW and worse on moto for 1 MiB); a block GET up to :data:`SINGLE_GET_BYTES` is one
 request of its own, ranged to one byte past the block (awscrt hands such a request's
 headers over only once the whole body is in: without the range, an oversized object
-under a block key would be read whole first); larger ones up to :data:`DIRECT_GET_BYTES`
+under a block key would be read whole first); larger ones up to :data:`DIRECT_BYTES`
 use awscrt's GET_OBJECT with its pooled part buffer, cancelled as soon as its first
 part's headers show the size; from there on :mod:`.direct_get` reads them.
 
@@ -61,7 +61,7 @@ from s3kv.stores.crt_request import (
     EmptyObject,
     crt_error,
 )
-from s3kv.stores.direct_get import DirectGets
+from s3kv.stores.direct import Direct
 from s3kv.stores.endpoint import data_endpoint
 from s3kv.stores.errors import no_answer
 from s3kv.stores.s3 import S3Store
@@ -82,11 +82,11 @@ which arrives in many Python callbacks: 256 KiB blocks into rows on RGW 16 over 
 client CPU 1.8-2.0 s/GiB with GET_OBJECT against 2.3-3.1 with a plain GET (64 KiB: no
 difference measured)."""
 
-DIRECT_GET_BYTES = 1024 * 1024
-"""Blocks from this size up are read by :mod:`.direct_get` (the kernel writes the body
-into the caller's buffer) rather than awscrt (which copies it three times in user space,
-on its event-loop threads): the per-byte work dominates there, and a block that large
-is worth a signed request built in Python."""
+DIRECT_BYTES = 1024 * 1024
+"""Blocks from this size up are written and read by :mod:`.direct` (the kernel moves the
+body to and from the caller's buffer) rather than awscrt (which copies it two or three
+times in user space, on its event-loop threads): the per-byte work dominates there, and
+a block that large is worth a signed request built in Python."""
 
 _LIVE_PRUNE_AT = 1024
 """Shutdown events of requests kept before the set is pruned of those already set."""
@@ -148,8 +148,8 @@ class CrtS3Store(S3Store):
         self._timeout = settings.connect_timeout_seconds + settings.read_timeout_seconds
         self._watchdog = Watchdog(self._timeout)
         self._trace = trace_enabled()
-        # Blocks from DIRECT_GET_BYTES up: read by the kernel into the caller's buffer.
-        self._direct = DirectGets(
+        # Blocks from DIRECT_BYTES up: moved by the kernel to and from the caller's buffer.
+        self._direct = Direct(
             target,
             self.client._request_signer._credentials,
             settings,
@@ -257,6 +257,9 @@ class CrtS3Store(S3Store):
         view = memoryview(data).cast("B")
         if not self.can_submit(len(view)):
             return super().put(key, view, options)
+        if len(view) >= DIRECT_BYTES:
+            created: bool = self._wait(lambda done: self.submit_put(key, view, options, done))
+            return created
         answer, request = self._put_request(key, view, options)
         try:
             self._request("PUT", key, "PutObject", **request)
@@ -273,9 +276,13 @@ class CrtS3Store(S3Store):
         self, key: str, data: memoryview, options: PutOptions, done: PutDone
     ) -> Cancel:
         """Start a create-only PUT; ``done(created, None)`` or ``done(None, error)`` later,
-        from an awscrt thread. Only for sizes :meth:`can_submit` accepts. Returns a
-        function that cancels the request."""
+        from another thread. Only for sizes :meth:`can_submit` accepts; from
+        :data:`DIRECT_BYTES` up on :mod:`.direct`. Returns a function that cancels the
+        request."""
         where = self._where(key)
+        if len(data) >= DIRECT_BYTES:
+            headers = self._put_headers(key, data, options)
+            return self._direct.submit_put(key, where, data, headers, options, done)
         answer, request = self._put_request(key, data, options)
         call, future = self._start("PUT", key, "PutObject", **request)
 
@@ -302,6 +309,25 @@ class CrtS3Store(S3Store):
     def _put_request(
         self, key: str, view: memoryview, options: PutOptions
     ) -> tuple[Answer, dict[str, Any]]:
+        headers = self._put_headers(key, view, options)
+        answer = Answer(key)
+
+        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
+            answer.read(status_code, headers, keep=True)
+
+        # PUT_OBJECT signs with an unsigned payload (DEFAULT would sha256 the body);
+        # s3kv's own checksum header covers the bytes.
+        return answer, {
+            "headers": headers,
+            "body": view,
+            "kind": s3.S3RequestType.PUT_OBJECT,
+            "on_headers": on_headers,
+        }
+
+    def _put_headers(
+        self, key: str, view: memoryview, options: PutOptions
+    ) -> list[tuple[str, str]]:
+        """A block PUT's headers: its conditions, checksums, write token and tags."""
         headers: list[tuple[str, str]] = []
         if options.create_only:
             headers.append(("If-None-Match", "*"))
@@ -320,23 +346,14 @@ class CrtS3Store(S3Store):
             if tagging:
                 record["tags"] = dict(options.tags)
             trace({**record, "size": len(view)})
-        answer = Answer(key)
-
-        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
-            answer.read(status_code, headers, keep=True)
-
-        # PUT_OBJECT signs with an unsigned payload (DEFAULT would sha256 the body);
-        # s3kv's own checksum header covers the bytes.
-        return answer, {
-            "headers": headers,
-            "body": view,
-            "kind": s3.S3RequestType.PUT_OBJECT,
-            "on_headers": on_headers,
-        }
+        return headers
 
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
-        if len(buffer) >= DIRECT_GET_BYTES:
-            return self._direct_get_into(key, buffer)
+        if len(buffer) >= DIRECT_BYTES:
+            info: ObjectInfo = self._wait(
+                lambda done: self.submit_get_into(key, buffer, done)
+            )
+            return info
         answer, callbacks = self._into(key, buffer)
         try:
             self._request("GET", key, "GetObject", **callbacks)
@@ -345,7 +362,7 @@ class CrtS3Store(S3Store):
         return answer.check(len(buffer), self._where(key))
 
     def plan_loads(self, count: int, size: int, window: int) -> tuple[int, int]:
-        if size >= DIRECT_GET_BYTES:
+        if size >= DIRECT_BYTES:
             return self._direct.plan(count, size, window)
         return 1, window
 
@@ -355,13 +372,13 @@ class CrtS3Store(S3Store):
         """Start a GET into ``buffer``; ``done(info, None)`` or ``done(None, error)`` later,
         from another thread (size checked first, as :meth:`get_into`). Returns a function
         that cancels the request; once the request ended, nothing lands in ``buffer``.
-        Blocks from :data:`DIRECT_GET_BYTES` up go to :mod:`.direct_get` (in ``parts``
+        Blocks from :data:`DIRECT_BYTES` up go to :mod:`.direct` (in ``parts``
         ranged parts at once), smaller ones to awscrt."""
         where = self._where(key)
-        if len(buffer) >= DIRECT_GET_BYTES:
+        if len(buffer) >= DIRECT_BYTES:
             if self._trace:
                 trace({"op": "GetObject", "bucket": self.bucket, "key": key})
-            return self._direct.submit(key, where, buffer, done, parts=parts)
+            return self._direct.submit_get(key, where, buffer, done, parts=parts)
         answer, callbacks = self._into(key, buffer)
         call, future = self._start("GET", key, "GetObject", **callbacks)
 
@@ -384,26 +401,27 @@ class CrtS3Store(S3Store):
         future.add_done_callback(finished)
         return call.cancel
 
-    def _direct_get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
+    @staticmethod
+    def _wait(submit: Callable[[Callable[[Any, BaseException | None], None]], Cancel]) -> Any:
+        """Run a submitted request to its end: its result, or its error raised."""
         finished = threading.Event()
         outcome: list[Any] = [None, None]
 
-        def done(info: ObjectInfo | None, error: BaseException | None) -> None:
-            outcome[:] = [info, error]
+        def done(result: Any, error: BaseException | None) -> None:
+            outcome[:] = [result, error]
             finished.set()
 
-        cancel = self.submit_get_into(key, buffer, done)
+        cancel = submit(done)
         try:
             finished.wait()
         except BaseException:
-            cancel()  # Ctrl-C: the parts stop, and done runs once they left the buffer
+            cancel()  # Ctrl-C: the request stops, and done runs once it left the buffer
             finished.wait()
             raise
-        info, error = outcome
+        result, error = outcome
         if error is not None:
             raise error
-        assert info is not None
-        return info  # type: ignore[no-any-return]
+        return result
 
     def _into(self, key: str, buffer: memoryview) -> tuple[Answer, dict[str, Any]]:
         if self._trace:

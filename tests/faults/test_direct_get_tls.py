@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from s3kv import S3Settings, TransientStoreError
-from s3kv.stores.direct_get import DirectGets
+from s3kv.stores.direct import Direct
 from s3kv.stores.endpoint import DataEndpoint
 from tests.servers.rgw_cluster import make_cert
 
@@ -98,16 +98,16 @@ def server(cert: tuple[Path, Path]) -> Iterator[Callable[[str], str]]:
         listener.close()
 
 
-def direct(url: str, ca: Path, read_timeout: float) -> DirectGets:
+def direct(url: str, ca: Path, read_timeout: float) -> Direct:
     host = url.split("//", 1)[1]
     endpoint = DataEndpoint(url=url, tls=True, host=host, hostname="127.0.0.1", path="/b",
                             region="us-east-1")
     settings = S3Settings(connect_timeout_seconds=1, read_timeout_seconds=read_timeout,
                           ca_bundle=ca)
-    return DirectGets(endpoint, _Credentials(), settings, connections=2)
+    return Direct(endpoint, _Credentials(), settings, connections=2)
 
 
-def get(gets: DirectGets, buffer: bytearray) -> tuple[object, BaseException | None]:
+def get(gets: Direct, buffer: bytearray) -> tuple[object, BaseException | None]:
     finished = threading.Event()
     out: list[object] = []
 
@@ -115,7 +115,7 @@ def get(gets: DirectGets, buffer: bytearray) -> tuple[object, BaseException | No
         out.extend([info, error])
         finished.set()
 
-    gets.submit("k", "s3://b/k", memoryview(buffer), done)
+    gets.submit_get("k", "s3://b/k", memoryview(buffer), done)
     assert finished.wait(10)
     return out[0], out[1]  # type: ignore[return-value]
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 
 from s3kv import S3Settings
-from s3kv.stores.direct_get import MIN_PART_BYTES, DirectGets
+from s3kv.stores.direct import MIN_PART_BYTES, Direct
 from s3kv.stores.endpoint import DataEndpoint
 
 pytestmark = pytest.mark.unit
 MiB = 1 << 20
 
 
-def gets(connections: int) -> DirectGets:
+def gets(connections: int) -> Direct:
     endpoint = DataEndpoint(url="http://127.0.0.1:9", tls=False, host="127.0.0.1:9",
                             hostname="127.0.0.1", path="/b", region="us-east-1")
-    return DirectGets(endpoint, None, S3Settings(), connections=connections)
+    return Direct(endpoint, None, S3Settings(), connections=connections)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
-"""Large blocks on the awscrt data path are read by s3kv.stores.direct_get: the kernel
-writes each ranged part straight into the caller's row. The same faults as everywhere
-(stalls, resets, short and flipped bodies, web pages, oversized objects, throttling,
-an object changed between parts, cancel) must end the same way: retried within the
+"""Large blocks on the awscrt data path go to s3kv.stores.direct: the kernel writes each
+ranged part of a GET straight into the caller's row, and sends a PUT's body straight
+from it. The same faults as everywhere (stalls, resets, short and flipped bodies, web
+pages, empty answers, oversized objects, throttling, an object changed between parts,
+lost answers, a store without tags, cancel) must end the same way: retried within the
 deadline or failed with the reason, the row zeroed, nothing written afterwards.
 
 Blocks here are 8 MiB (two 4 MiB parts when the job is small), seeded once per test.
@@ -19,8 +20,8 @@ import pytest
 from s3kv import Downloader
 from s3kv.integrity import compute
 from s3kv.keys import KeyMapper
-from s3kv.stores.direct_get import MIN_PART_BYTES
-from s3kv.stores.s3_crt import DIRECT_GET_BYTES
+from s3kv.stores.direct import MIN_PART_BYTES
+from s3kv.stores.s3_crt import DIRECT_BYTES
 from tests.faults.conftest import NS, READ, rows, seed_blocks, settings
 from tests.faults.proxy import HUGE
 
@@ -60,7 +61,7 @@ def test_a_few_large_blocks_load_as_ranged_parts_byte_for_byte(
     # 3 blocks for 8 connections: two 4 MiB parts each, no whole-object GET
     assert ranges == sorted([f"bytes=0-{MIN_PART_BYTES - 1}",
                              f"bytes={MIN_PART_BYTES}-{BIG - 1}"] * 3)
-    assert DIRECT_GET_BYTES <= BIG
+    assert DIRECT_BYTES <= BIG
 
 
 def test_many_large_blocks_load_whole_one_request_each(
@@ -224,3 +225,80 @@ def test_an_endpoint_under_a_path_carries_it_on_block_gets(
     report, out = load(url, p.url, ks)
     assert report.ok and np.array_equal(out, want)
     assert block_gets(p) and not p.stray  # every GET carried /gw (else 404, counted stray)
+
+
+# -- stores ---------------------------------------------------------------------------
+
+
+def store(url: str, endpoint: str, ks: list[bytes], data: np.ndarray, **overrides: Any) -> Any:
+    from s3kv import Uploader
+
+    with Uploader(url, NS, settings=settings(endpoint, "crt", **overrides)) as up:
+        return up.put_blocks(dict(zip(ks, list(data))))
+
+
+@pytest.mark.parametrize("fault", ["empty", "html", "reset", "reset-after", "503", "stall"])
+def test_large_blocks_are_stored_through_a_fault_once(
+    proxy: Any, bucket: str, moto_server: str, s3: Any, fault: str
+) -> None:
+    from tests.faults.conftest import keys
+
+    url = f"s3://{bucket}/kv"
+    ks, data = keys(3), big_rows(3, seed=4)
+    hit: set[str] = set()
+
+    def once(r: Any) -> str | None:
+        if r.is_block and r.method == "PUT" and r.path not in hit:
+            hit.add(r.path)
+            return fault
+        return None
+
+    p = proxy(once)
+    report = store(url, p.url, ks, data)
+    # Stored, and counted so even where the first answer was lost after the write landed
+    assert sorted(report.stored) == sorted(ks) and not report.failed, report.failed
+    assert len(p.injected(fault)) == 3
+    mapper = KeyMapper(NS, prefix="kv")
+    for k, row in zip(ks, data):
+        body = s3.get_object(Bucket=bucket, Key=mapper.key_for(k))["Body"].read()
+        assert body == row.tobytes()
+
+
+def test_a_large_put_whose_checksum_comes_back_changed_fails(
+    proxy: Any, bucket: str, moto_server: str
+) -> None:
+    from tests.faults.conftest import keys
+
+    p = proxy(lambda r: "bad-echo" if r.is_block and r.method == "PUT" else None)
+    report = store(f"s3://{bucket}/kv", p.url, keys(2), big_rows(2))
+    assert len(report.failed) == 2
+    assert all("the store recorded crc32c AAAAAA==" in w for w in report.failed.values())
+
+
+def test_a_large_put_to_a_store_without_tags_fails_fast(
+    proxy: Any, bucket: str, moto_server: str
+) -> None:
+    from tests.faults.conftest import keys
+
+    p = proxy(lambda r: "501" if r.method == "PUT" and r.header("x-amz-tagging") else None)
+    report = store(f"s3://{bucket}/kv", p.url, keys(2), big_rows(2), max_attempts=8)
+    assert len(report.failed) == 2
+    assert all("S3KV_TAG_BLOCKS=false" in w for w in report.failed.values())
+    assert len(p.seen("PUT", blocks=True)) == 2  # not retried
+
+
+def test_cancel_ends_a_stalled_store_at_once(
+    proxy: Any, bucket: str, moto_server: str
+) -> None:
+    from s3kv import Uploader
+    from tests.faults.conftest import keys
+
+    p = proxy(lambda r: "stall" if r.is_block and r.method == "PUT" else None)
+    s = settings(p.url, "crt", read_timeout_seconds=30)
+    with Uploader(f"s3://{bucket}/kv", NS, settings=s) as up:
+        job = up.submit_put_blocks(dict(zip(keys(2), list(big_rows(2)))))
+        time.sleep(0.5)
+        started = time.monotonic()
+        job.cancel()
+        report = job.wait(5)
+    assert time.monotonic() - started < 1.0 and len(report.failed) == 2
