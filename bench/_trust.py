@@ -88,6 +88,25 @@ def stamp(doc: dict[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def versions(*names: str) -> dict[str, str]:
+    """The version of each distribution that ran; ``s3kv`` is the imported package's own
+    (in the vLLM venvs it comes from the checkout on PYTHONPATH, with no dist-info)."""
+    from importlib import metadata
+
+    found: dict[str, str] = {}
+    for name in names:
+        if name == "s3kv":
+            import s3kv
+
+            found[name] = s3kv.__version__
+            continue
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
 def spread(values: Iterable[float]) -> float:
     """max/min - 1 over the rounds (0 for fewer than two, or a non-positive minimum)."""
     vs = [float(v) for v in values]

@@ -146,7 +146,6 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
                     print(report.loads({"rows": done, **_trust.stamp({}, trust)}), flush=True)
             if link.proxy:
                 proxy_cpu[name] = round(link.proxy.cpu_seconds() - cpu0, 2)
-    from importlib import metadata
 
     from _charts import machine
 
@@ -158,7 +157,7 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
         "tiers": args.tiers, "ceilings": args.ceilings, "links": settings,
         "proxy_cpu_seconds": proxy_cpu, "cpus": os.cpu_count(),
         "python": platform.python_version(),
-        "versions": {n: metadata.version(n) for n in ("vllm", "nixl", "s3kv", "awscrt")},
+        "versions": _trust.versions("vllm", "nixl", "s3kv", "awscrt"),
         "machine": machine(shared=trust["loaded"]),
     }
     return _trust.stamp({"meta": meta, "rows": rows}, trust)

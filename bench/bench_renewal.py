@@ -170,8 +170,6 @@ def main(argv: list[str] | None = None) -> int:
     with servers(names) as found:
         rows = [bench_server(found[name], args) for name in names]
     if args.json:
-        from importlib import metadata
-
         from _charts import machine
 
         doc = {
@@ -180,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                 "runs": args.runs, "job_mib": args.job_mib, "block_kib": args.block_kib,
                 "threads": args.threads, "renew_after": args.renew_after,
                 "cpus": os.cpu_count(), "python": platform.python_version(),
-                "versions": {n: metadata.version(n) for n in ("vllm", "s3kv", "awscrt")},
+                "versions": _trust.versions("vllm", "s3kv", "awscrt"),
                 "machine": machine(),
             },
             "rows": rows,

@@ -382,7 +382,6 @@ def main(argv: list[str] | None = None) -> int:
     with servers(args.servers.split(",")) as found:
         for name in args.servers.split(","):
             rows += bench_server(found[name], args)
-    from importlib import metadata
 
     from _charts import machine
 
@@ -392,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             "job_mib": args.job_mib, "threads": args.threads, "runs": args.runs,
             "gc_freeze": not args.no_freeze,
             "cpus": os.cpu_count(), "python": platform.python_version(),
-            "versions": {n: metadata.version(n) for n in ("vllm", "nixl", "s3kv", "awscrt")},
+            "versions": _trust.versions("vllm", "nixl", "s3kv", "awscrt"),
             "machine": machine(shared=trust["loaded"]),
         },
         "rows": rows,
