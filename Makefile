@@ -90,6 +90,8 @@ bench-docs: $(STAMP) rgw-deps vllm-venv
 	$(PY) bench/bench_lookup_latency.py --redraw docs/img/lookup-requests.json \
 		--chart docs/img/lookup-requests.png
 	$(VLLM_PY) bench/bench_keys.py $(QUIET) --json docs/img/keys.json
+	$(VLLM_PY) bench/bench_renewal.py --servers rgw-http,rgw-https $(QUIET) \
+		--json docs/img/renewal.json
 	$(PY) bench/bench_rgw.py $(QUIET) --json-dir docs/img
 	$(ENGINE_PY) bench/bench_ttft.py $(QUIET)
 	$(PY) bench/bench_ttft.py --redraw docs/img/ttft.json

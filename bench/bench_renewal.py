@@ -152,6 +152,31 @@ def bench_server(server: Server, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
+def _range(runs: list[float]) -> str:
+    return f"{min(runs):,.0f}-{max(runs):,.0f}"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """A saved --json's table (for the docs)."""
+    meta = doc["meta"]
+    out = [
+        f"One load job of {meta['job_mib']} MiB in {meta['block_kib']:,} KiB blocks per tier "
+        f"and run, {meta['threads']} I/O threads, renewal `on` (every block loaded is due) "
+        f"vs `off`, median of {meta['runs']} interleaved runs (range).",
+        "",
+        "| server | on MiB/s | off MiB/s | on ÷ off | renewal copies (failed) |",
+        "|---|--:|--:|--:|--:|",
+    ]
+    for r in doc["rows"]:
+        on, off = r["on"], r["off"]
+        out.append(
+            f"| {r['server']} | {on['load_mib_s']:,.0f} ({_range(on['load_mib_s_runs'])}) | "
+            f"{off['load_mib_s']:,.0f} ({_range(off['load_mib_s_runs'])}) | "
+            f"{r['ratio']:.3f}{_trust.flag(r)} | {on['renewed']:,} ({on['renewal_failures']}) |")
+    notes = _trust.notes(doc, doc["rows"], lambda r: r["server"])
+    return "\n".join(out + (["", *notes] if notes else []))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--servers", default="rgw-http", help="moto, rgw-http, rgw-https")
@@ -184,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             "rows": rows,
         }
         _trust.stamp(doc, trust)
-        for line in _trust.notes(doc, rows, lambda r: r["server"]):
-            print(line)
+        print(markdown(doc))
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"wrote {args.json}")

@@ -78,6 +78,10 @@ SOURCES: dict[str, Source] = {
         {"table": _from("bench_lookup_latency")},
         "Lookup of one prompt's chain: HEAD requests and time to verdict against chain "
         "length, s3kv's tier and vLLM's obj tier"),
+    "renewal": Source(
+        ".venv-vllm/bin/python bench/bench_renewal.py --servers rgw-http,rgw-https "
+        "--json docs/img/renewal.json",
+        {"table": _from("bench_renewal")}),
     "keys": Source(
         ".venv-vllm/bin/python bench/bench_keys.py --json docs/img/keys.json",
         {"table": _from("bench_keys")}),
