@@ -55,7 +55,7 @@ def open_tier_io(
     # A store job keeps up to 2c blocks in flight (on a link with first-byte latency, a
     # prompt's many small blocks are stored that much sooner); a load job of large blocks
     # fills the pool with ranged parts (Store.plan_loads), loads from 1 MiB up on
-    # connections of their own (s3kv.stores.direct_get).
+    # connections of their own (s3kv.stores.direct).
     pool = settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
     store = open_store(location, pool)
     metered = MeteredStore(store, meter)
