@@ -21,6 +21,7 @@ from botocore.config import Config
 from s3kv.keys import KeyMapper, make_offload_key
 from s3kv.namespace import Namespace
 from s3kv.stores import LocalStore, PutOptions
+from tests.faults.proxy import FaultProxy, slow_puts
 
 # Among the slowest tests of the suite, needed at that cost: each runs the command as a
 # user does, one process per command (interpreter and imports first), and checks the exit
@@ -130,16 +131,17 @@ def test_an_interrupted_push_resumes_sending_only_the_missing_blocks(
     total = 400
     write_tree(src, namespace(), total)
     url = f"s3://{bucket}/team/kv"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "s3kv.cli", "push", str(src), url, "--endpoint-url",
-         moto_server, "--concurrency", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while len(keys_in(client, bucket, "team/kv/")) < 30 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    with FaultProxy(moto_server, slow_puts(0.02)) as proxy:  # 400 PUTs: at least 8 s
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "s3kv.cli", "push", str(src), url, "--endpoint-url",
+             proxy.url, "--concurrency", "1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while len(keys_in(client, bucket, "team/kv/")) < 30 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
     stored = [k for k in keys_in(client, bucket, "team/kv/") if k.endswith(".bin")]
     assert 0 < len(stored) < total, "the push was not interrupted midway"
     resumed = s3kv("push", str(src), url, "--endpoint-url", moto_server, "--json")

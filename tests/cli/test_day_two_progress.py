@@ -26,6 +26,7 @@ from s3kv.progress import Progress
 from s3kv.sync import sync
 from s3kv.verify import verify
 from tests.cli.day_two import BLOCK, bucket, cli, keys_in, namespace, s3, write_tree
+from tests.faults.proxy import FaultProxy, slow_puts
 
 pytestmark = pytest.mark.integration
 __all__ = ["bucket", "s3"]  # fixtures used by name
@@ -141,16 +142,18 @@ def test_ctrl_c_on_a_real_push_exits_130_and_a_rerun_finishes(
     src = tmp_path / "src"
     write_tree(src, namespace(), 300)
     url = f"s3://{bucket}/kv"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "s3kv.cli", "push", str(src), url, "--endpoint-url",
-         moto_server, "--concurrency", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while len(keys_in(s3, bucket, "kv/")) < 20 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    with FaultProxy(moto_server, slow_puts(0.02)) as proxy:  # 300 PUTs: at least 6 s
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "s3kv.cli", "push", str(src), url, "--endpoint-url",
+             proxy.url, "--concurrency", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(keys_in(s3, bucket, "kv/")) < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the push ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "push: interrupted after " in err and "of 300 blocks" in err
     stored = len([k for k in keys_in(s3, bucket, "kv/") if k.endswith(".bin")])

@@ -99,6 +99,17 @@ HUGE = 512 * 1024 * 1024
 HTML = b"<!DOCTYPE html><html><head><title>Console</title></head><body>Sign in</body></html>"
 
 
+
+def slow_puts(seconds: float) -> Rule:
+    """A rule that holds every PUT ``seconds`` before forwarding it: a push that is
+    certainly still running when a test interrupts it."""
+
+    def rule(request: Request) -> None:
+        if request.method == "PUT":
+            time.sleep(seconds)
+
+    return rule
+
 class FaultProxy:
     def __init__(
         self,
