@@ -147,6 +147,9 @@ def test_ctrl_c_on_a_real_push_exits_130_and_a_rerun_finishes(
             [sys.executable, "-m", "s3kv.cli", "push", str(src), url, "--endpoint-url",
              proxy.url, "--concurrency", "1"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # a test run started in the background (`make test &`) ignores SIGINT, and a
+            # child inherits that: give the push the disposition a terminal's would have
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
         deadline = time.monotonic() + 60
         while len(keys_in(s3, bucket, "kv/")) < 20 and time.monotonic() < deadline:
