@@ -131,7 +131,7 @@ def test_an_interrupted_push_resumes_sending_only_the_missing_blocks(
     total = 400
     write_tree(src, namespace(), total)
     url = f"s3://{bucket}/team/kv"
-    with FaultProxy(moto_server, slow_puts(0.02)) as proxy:  # 400 PUTs: at least 8 s
+    with FaultProxy(moto_server, slow_puts, delay=0.02) as proxy:  # 400 PUTs: at least 8 s
         proc = subprocess.Popen(
             [sys.executable, "-m", "s3kv.cli", "push", str(src), url, "--endpoint-url",
              proxy.url, "--concurrency", "1"],

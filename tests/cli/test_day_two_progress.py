@@ -142,7 +142,7 @@ def test_ctrl_c_on_a_real_push_exits_130_and_a_rerun_finishes(
     src = tmp_path / "src"
     write_tree(src, namespace(), 300)
     url = f"s3://{bucket}/kv"
-    with FaultProxy(moto_server, slow_puts(0.02)) as proxy:  # 300 PUTs: at least 6 s
+    with FaultProxy(moto_server, slow_puts, delay=0.02) as proxy:  # 300 PUTs: at least 6 s
         proc = subprocess.Popen(
             [sys.executable, "-m", "s3kv.cli", "push", str(src), url, "--endpoint-url",
              proxy.url, "--concurrency", "1"],

@@ -26,6 +26,9 @@ by name (None: forward as is):
 ``huge``
     a GET answered with the object's headers but a body of :data:`HUGE` bytes of zeros
     (ranges honoured), streamed until the client hangs up: an oversized object.
+``slow``
+    forward, then hold the answer ``delay`` seconds: a slow store whose writes land
+    before the client hears of them (a client killed meanwhile leaves nothing in flight).
 ``drop-inm``
     forward without ``If-None-Match`` (a store that ignores it).
 ``bad-echo``
@@ -100,15 +103,10 @@ HTML = b"<!DOCTYPE html><html><head><title>Console</title></head><body>Sign in</
 
 
 
-def slow_puts(seconds: float) -> Rule:
-    """A rule that holds every PUT ``seconds`` before forwarding it: a push that is
-    certainly still running when a test interrupts it."""
-
-    def rule(request: Request) -> None:
-        if request.method == "PUT":
-            time.sleep(seconds)
-
-    return rule
+def slow_puts(request: Request) -> str | None:
+    """Every PUT ``slow`` (with the proxy's ``delay``): a push that is certainly still
+    running when a test interrupts it, and whose blocks land before it hears of them."""
+    return "slow" if request.method == "PUT" else None
 
 class FaultProxy:
     def __init__(
@@ -120,6 +118,7 @@ class FaultProxy:
         retry_after: float | None = None,
         max_keys: int | None = None,
         strip_prefix: str = "",
+        delay: float = 0.0,
     ) -> None:
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
@@ -128,6 +127,7 @@ class FaultProxy:
         self.retry_after = retry_after
         self.max_keys = max_keys
         self.strip_prefix = strip_prefix
+        self.delay = delay
         self.requests: list[Request] = []
         self.stray: list[Request] = []
         self.counts: dict[tuple[str, str], int] = {}
@@ -254,6 +254,8 @@ class FaultProxy:
         if fault == "huge":
             return self._huge(conn, request, status, upstream)
         headers = [(k, v) for k, v in upstream if k.lower() not in _HOP]
+        if fault == "slow":
+            time.sleep(self.delay)
         if fault == "bad-echo":
             headers.append(("x-amz-checksum-crc32c", "AAAAAA=="))
         if fault == "reset-after":
