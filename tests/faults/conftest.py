@@ -115,16 +115,10 @@ def cli(
         "S3KV_CONCURRENCY": "8",
         **extra,
     }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with pytest.MonkeyPatch.context() as patch:  # restored when the command ends
+        for name, value in env.items():
+            patch.setenv(name, value)
         capsys.readouterr()
         code = main(list(argv))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     out, err = capsys.readouterr()
     return code, out, err

@@ -103,6 +103,24 @@ HTML = b"<!DOCTYPE html><html><head><title>Console</title></head><body>Sign in</
 
 
 
+def once_per_block(fault: str, method: str) -> Rule:
+    """A rule that answers the first ``method`` request of each block key with ``fault``
+    and forwards the rest: a fault that a retry gets past."""
+    hit: set[str] = set()
+    lock = threading.Lock()
+
+    def rule(request: Request) -> str | None:
+        if not (request.is_block and request.method == method):
+            return None
+        with lock:
+            if request.path in hit:
+                return None
+            hit.add(request.path)
+        return fault
+
+    return rule
+
+
 def slow_puts(request: Request) -> str | None:
     """Every PUT ``slow`` (with the proxy's ``delay``): a push that is certainly still
     running when a test interrupts it, and whose blocks land before it hears of them."""

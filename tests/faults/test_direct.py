@@ -23,7 +23,7 @@ from s3kv.keys import KeyMapper
 from s3kv.stores.direct import MIN_PART_BYTES
 from s3kv.stores.s3_crt import DIRECT_BYTES
 from tests.faults.conftest import NS, READ, rows, seed_blocks, settings
-from tests.faults.proxy import HUGE
+from tests.faults.proxy import HUGE, once_per_block
 
 BIG = 2 * MIN_PART_BYTES  # 8 MiB: two ranged parts in a job of a few blocks
 
@@ -106,15 +106,7 @@ def test_a_flipped_byte_is_read_again_and_damage_is_refused(
 ) -> None:
     url = f"s3://{bucket}/kv"
     ks, want = seed(url, moto_server, 2)
-    flipped: set[str] = set()
-
-    def once(r: Any) -> str | None:
-        if r.is_block and r.method == "GET" and r.path not in flipped:
-            flipped.add(r.path)
-            return "flip"
-        return None
-
-    p = proxy(once)
+    p = proxy(once_per_block("flip", "GET"))
     report, out = load(url, p.url, ks)
     assert report.ok and np.array_equal(out, want)
     p2 = proxy(lambda r: "flip" if r.is_block and r.method == "GET" else None)
@@ -153,15 +145,7 @@ def test_throttling_is_retried_after_the_time_the_store_asks(
 ) -> None:
     url = f"s3://{bucket}/kv"
     ks, want = seed(url, moto_server, 1)
-    throttled: set[str] = set()
-
-    def once(r: Any) -> str | None:
-        if r.is_block and r.method == "GET" and r.path not in throttled:
-            throttled.add(r.path)
-            return "503"
-        return None
-
-    p = proxy(once, retry_after=0.6)
+    p = proxy(once_per_block("503", "GET"), retry_after=0.6)
     started = time.monotonic()
     report, out = load(url, p.url, ks)
     assert report.ok and np.array_equal(out, want)
@@ -245,15 +229,7 @@ def test_large_blocks_are_stored_through_a_fault_once(
 
     url = f"s3://{bucket}/kv"
     ks, data = keys(3), big_rows(3, seed=4)
-    hit: set[str] = set()
-
-    def once(r: Any) -> str | None:
-        if r.is_block and r.method == "PUT" and r.path not in hit:
-            hit.add(r.path)
-            return fault
-        return None
-
-    p = proxy(once)
+    p = proxy(once_per_block(fault, "PUT"))
     report = store(url, p.url, ks, data)
     # Stored, and counted so even where the first answer was lost after the write landed
     assert sorted(report.stored) == sorted(ks) and not report.failed, report.failed
