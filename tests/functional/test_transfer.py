@@ -241,8 +241,11 @@ def test_interrupted_upload_rerun_stores_exactly_the_missing(backend: Backend) -
     assert all(r == "cancelled" for r in first.failed.values())
     with uploader(backend) as up:
         second = up.put_blocks(blocks)
-    assert set(second.stored) == set(first.failed)
-    assert set(second.already_present) == set(first.stored)
+    # A PUT in flight when cancelled may still land (the store took it before the
+    # cancel): reported cancelled, and present on the re-run. Nothing lost, none twice.
+    landed_anyway = set(first.failed) - set(second.stored)
+    assert set(second.stored) <= set(first.failed)
+    assert set(second.already_present) == set(first.stored) | landed_anyway
     with downloader(backend) as down:
         assert down.lookup(keys) == 120
 
