@@ -166,3 +166,12 @@ def _step_until(manager: Any, done: Any, timeout: float = 30.0) -> None:
             return
         assert time.monotonic() < deadline, "timed out stepping the manager"
         time.sleep(0.002)
+
+
+def test_at_concurrency_16_the_tier_keeps_up_to_56_connections(make_tier: Any) -> None:
+    # README and docs/benchmarks.md: "s3kv's [tier keeps] up to 56" requests in flight at
+    # 16 I/O threads (2c for stores and loads, plus 24 lookup threads)
+    view, _ = h.primary_view()
+    tier = make_tier(view, h.spec(), concurrency=16)
+    assert tier.store.settings.concurrency == 56
+    assert tier.store._direct.connections == 56  # the large-block path's worker links
