@@ -131,14 +131,20 @@ def _found_and_loaded_by(tier: Any, array: np.ndarray, ks: list[bytes]) -> None:
     h.finish(tier)
 
 
+ROW_SIZES = [h.ROW_BYTES, 2 * 1024 * 1024]
+"""Blocks below and above 1 MiB: s3kv moves the large ones on its direct path
+(s3kv.stores.direct), so both of its data paths meet the real obj tier."""
+
+
 def _keys(seed: int) -> list[bytes]:
     return h.keys(3, start=seed) + h.keys(1, start=seed + 3, group=1)
 
 
 @pytest.mark.parametrize("prefix", ["team/kv", ""], ids=["prefix", "no-prefix"])
-def test_obj_tier_stores_s3kv_tier_loads(peer: Peer, prefix: str) -> None:
-    spec = h.spec()
-    view, array = h.primary_view()
+@pytest.mark.parametrize("row_bytes", ROW_SIZES, ids=["64KiB", "2MiB-direct"])
+def test_obj_tier_stores_s3kv_tier_loads(peer: Peer, prefix: str, row_bytes: int) -> None:
+    spec = h.spec(row_bytes=row_bytes)
+    view, array = h.primary_view(row_bytes=row_bytes)
     ks = _keys(300)
     with running(peer.obj_tier(view, spec, prefix)) as obj:
         _stored_by(obj, array, ks, seed=300)
@@ -149,9 +155,10 @@ def test_obj_tier_stores_s3kv_tier_loads(peer: Peer, prefix: str) -> None:
 
 
 @pytest.mark.parametrize("prefix", ["team/kv", ""], ids=["prefix", "no-prefix"])
-def test_s3kv_tier_stores_obj_tier_loads(peer: Peer, prefix: str) -> None:
-    spec = h.spec()
-    view, array = h.primary_view()
+@pytest.mark.parametrize("row_bytes", ROW_SIZES, ids=["64KiB", "2MiB-direct"])
+def test_s3kv_tier_stores_obj_tier_loads(peer: Peer, prefix: str, row_bytes: int) -> None:
+    spec = h.spec(row_bytes=row_bytes)
+    view, array = h.primary_view(row_bytes=row_bytes)
     ks = _keys(310)
     with running(peer.s3kv_tier(view, spec, prefix)) as tier:
         _stored_by(tier, array, ks, seed=310)
