@@ -9,7 +9,9 @@ from s3kv.errors import (
     AccessDeniedError,
     BucketNotFoundError,
     ChecksumMismatchError,
+    ClockSkewError,
     ClosedError,
+    ExpiredCredentialsError,
     IntegrityError,
     InvalidAnswerError,
     InvalidInputError,
@@ -33,6 +35,7 @@ from s3kv.errors import (
     TransferError,
     TransientStoreError,
     UnsupportedByStoreError,
+    WrongRegionError,
 )
 from s3kv.jobs import TransferJob
 from s3kv.keys import KeyMapper, make_offload_key, split_offload_key
@@ -48,8 +51,10 @@ __all__ = [
     "AccessDeniedError",
     "BucketNotFoundError",
     "ChecksumMismatchError",
+    "ClockSkewError",
     "ClosedError",
     "Downloader",
+    "ExpiredCredentialsError",
     "IntegrityError",
     "InvalidAnswerError",
     "InvalidInputError",
@@ -80,6 +85,7 @@ __all__ = [
     "TransientStoreError",
     "UnsupportedByStoreError",
     "Uploader",
+    "WrongRegionError",
     "__version__",
     "make_offload_key",
     "parse_key",

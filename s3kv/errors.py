@@ -20,7 +20,10 @@ can catch either the s3kv class or the matching built-in::
     ├── StoreError                             the object store or directory failed
     │   ├── ObjectNotFoundError (FileNotFoundError)
     │   ├── AccessDeniedError (PermissionError)
+    │   │   └── ExpiredCredentialsError        a session token or role credentials expired
     │   ├── BucketNotFoundError (FileNotFoundError)
+    │   ├── WrongRegionError                   the bucket lives in another region
+    │   ├── ClockSkewError                     this host's clock is too far from the store's
     │   ├── UnsupportedByStoreError            the store lacks a feature s3kv relies on
     │   ├── InvalidAnswerError                 an answer that is not what S3 says
     │   └── TransientStoreError                throttling, 5xx, dropped connection, timeout
@@ -33,7 +36,9 @@ can catch either the s3kv class or the matching built-in::
     ├── LeaseHeldError                         another gc runs on the same location
     └── ClosedError (RuntimeError)             an Uploader/Downloader used after close()
 
-Store errors are translated from botocore/OS errors in one place (``s3kv.stores.errors``).
+What an S3 answer means (its error code and HTTP status) is decided in one table,
+:mod:`s3kv.stores.rules`, for every client s3kv speaks S3 with; OS errors of a directory
+are translated in :mod:`s3kv.stores.errors`.
 """
 
 from __future__ import annotations
@@ -101,6 +106,25 @@ class BucketNotFoundError(StoreError, FileNotFoundError):
 
 class AccessDeniedError(StoreError, PermissionError):
     """The credentials in use may not perform the operation."""
+
+
+class ExpiredCredentialsError(AccessDeniedError):
+    """The credentials were valid once and have expired (``ExpiredToken``): refresh them."""
+
+
+class WrongRegionError(StoreError):
+    """The bucket lives in another region than the one requests are signed for.
+
+    ``region`` is the bucket's region when the store said (``x-amz-bucket-region``).
+    """
+
+    def __init__(self, message: str, *, region: str | None = None) -> None:
+        super().__init__(message)
+        self.region = region
+
+
+class ClockSkewError(StoreError):
+    """This host's clock differs from the store's by more than S3 allows (15 minutes)."""
 
 
 class UnsupportedByStoreError(StoreError):

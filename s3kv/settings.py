@@ -39,6 +39,7 @@ ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "deadline_seconds": ("S3KV_DEADLINE_SECONDS",),
     "connect_timeout_seconds": ("S3KV_CONNECT_TIMEOUT",),
     "read_timeout_seconds": ("S3KV_READ_TIMEOUT",),
+    "min_rate_bytes_per_second": ("S3KV_MIN_RATE",),
     "concurrency": ("S3KV_CONCURRENCY",),
     "verify_tls": ("S3KV_VERIFY_TLS",),
     "ca_bundle": ("S3KV_CA_BUNDLE", "AWS_CA_BUNDLE"),
@@ -92,6 +93,11 @@ class S3Settings(BaseModel):
     backoff_max_seconds: float = Field(default=5.0, gt=0)
     connect_timeout_seconds: float = Field(default=10.0, gt=0)
     read_timeout_seconds: float = Field(default=60.0, gt=0)
+    """A request that moved no byte for this long is cancelled and retried."""
+    min_rate_bytes_per_second: float = Field(default=1 * MiB, gt=0)
+    """The slowest a body may move: one request must end within the connect and read
+    timeouts plus its body at this rate, or it is cancelled and retried (a trickle ends
+    like a stall)."""
     concurrency: int = Field(default=32, ge=1, le=1024)
     """Requests in flight at once; the connection pool is sized to match."""
     verify_tls: bool = True
@@ -102,10 +108,9 @@ class S3Settings(BaseModel):
     """Tag block objects ``s3kv-object=block`` so a lifecycle rule can expire blocks and
     never manifests. Turn off for stores without object tagging."""
     data_path: DataPath = "auto"
-    """Block PUT/GET/HEAD on awscrt's native client (``crt``; ``auto`` picks it; block
-    GETs from 1 MiB up are then read by the kernel into the caller's buffer,
-    :mod:`s3kv.stores.direct_get`) or on botocore. Listing, deletes, multipart and copies
-    always use botocore."""
+    """Block PUT/GET/HEAD on awscrt's native client (``crt``; ``auto`` picks it,
+    :mod:`s3kv.stores.crt`) or on botocore. Listing, deletes, multipart uploads, copies
+    and tags always use botocore."""
 
     @model_validator(mode="after")
     def _check(self) -> S3Settings:

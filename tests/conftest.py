@@ -325,10 +325,10 @@ def _make_backend(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> 
 
         real_make_client = s3mod.make_client
 
-        def make_client(settings: Any) -> Any:
+        def make_client(settings: Any, **kwargs: Any) -> Any:
             # moto's in-process stub cannot read memoryview bodies (real HTTP sends them
             # as they are); hand it bytes. Only this backend needs the copy.
-            client = real_make_client(settings)
+            client = real_make_client(settings, **kwargs)
             client.meta.events.register_first("before-send.s3", _bytes_body)
             return client
 

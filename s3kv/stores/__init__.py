@@ -17,7 +17,7 @@ def open_store(location: Location | str, settings: S3Settings | None = None) -> 
         settings = settings or S3Settings.resolve()
         if settings.data_path == "botocore":
             return S3Store(location.bucket, settings)
-        from s3kv.stores.s3_crt import CrtS3Store
+        from s3kv.stores.crt import CrtS3Store
 
         return CrtS3Store(location.bucket, settings)
     assert location.path is not None

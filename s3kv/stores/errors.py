@@ -1,13 +1,16 @@
-"""Translate botocore, urllib3 and OS errors into s3kv's tree: the one place that does."""
+"""What boto3 and a directory raise, in s3kv's tree: the one place that catches them.
+
+An S3 error answer goes to the one table (:func:`s3kv.stores.rules.error_for`); this
+module only unpacks botocore's exceptions (and urllib3's beneath them, and the OS errors
+of a directory) and names the endpoint, the proxy or the setting to change.
+"""
 
 from __future__ import annotations
 
 import errno
 import re
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from email.utils import parsedate_to_datetime
 
 from botocore import exceptions as bx
 from botocore.parsers import ResponseParserError
@@ -15,117 +18,36 @@ from urllib3 import exceptions as ux
 
 from s3kv.errors import (
     AccessDeniedError,
-    BucketNotFoundError,
     ObjectNotFoundError,
+    S3KVError,
     SettingsError,
     StoreError,
     TransientStoreError,
-    UnsupportedByStoreError,
 )
 from s3kv.settings import display_url
-
-NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
-ALREADY_EXISTS = {"PreconditionFailed", "412"}
-TRANSIENT = {
-    "SlowDown",
-    "503",
-    "500",
-    "502",
-    "504",
-    "InternalError",
-    "ServiceUnavailable",
-    "RequestTimeout",
-    "RequestTimeTooSkewed",
-    "Throttling",
-    "ThrottlingException",
-    "TooManyRequests",
-    "429",
-    "ConditionalRequestConflict",
-    "409",
-    "OperationAborted",
-}
-NOT_IMPLEMENTED = {"NotImplemented", "501"}
-DENIED = {
-    "AccessDenied",
-    "403",
-    "Forbidden",
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "ExpiredToken",
-    "InvalidToken",
-    "AllAccessDisabled",
-}
+from s3kv.stores.network import Network
+from s3kv.stores.rules import TIMEOUT_HINT, error_for, not_s3
 
 
-def error_code(exc: bx.ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", "")) or str(
-        exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "")
-    )
+def status_of(exc: bx.ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
 
 
-def is_already_exists(exc: bx.ClientError) -> bool:
-    return error_code(exc) in ALREADY_EXISTS
-
-
-TIMEOUT_HINT = (
-    "the endpoint accepted no connection or sent no answer within the connect and read "
-    "timeouts; check --endpoint-url, or raise S3KV_CONNECT_TIMEOUT/S3KV_READ_TIMEOUT (seconds)"
-)
-
-
-def no_answer(operation: str, where: str, endpoint: str, seconds: float) -> TransientStoreError:
-    """A request the endpoint never answered: name the endpoint and the settings to change."""
-    return TransientStoreError(
-        f"{operation} {where}: no answer from {display_url(endpoint)} within {seconds:.1f}s; "
-        "check --endpoint-url, or raise S3KV_CONNECT_TIMEOUT/S3KV_READ_TIMEOUT (seconds)"
-    )
-
-
-def not_s3(operation: str, where: str, endpoint: str, what: str) -> TransientStoreError:
-    """An answer no S3 store gives (an HTML page or an empty body with 200, no ETag): a
-    console port, a proxy or a captive portal. Retried, since a proxy may recover."""
-    return TransientStoreError(
-        f"{operation} {where}: {display_url(endpoint)} answered {what}: not an S3 answer (a "
-        "web console, proxy or captive portal at that address?); check --endpoint-url"
-    )
-
-
-def not_implemented(operation: str, where: str, detail: str) -> UnsupportedByStoreError:
-    """501: the store lacks a feature. Never retried: asking again gets the same answer."""
-    return UnsupportedByStoreError(
-        f"{operation} {where}: the store answered 501 NotImplemented ({detail}); it may not "
-        "support conditional writes (If-None-Match: *, which s3kv's create-only writes "
-        "need) or object tags: set S3KV_TAG_BLOCKS=false for a store without tags, and "
-        "use a store version that supports If-None-Match on PUT"
-    )
-
-
-def retry_after(headers: Iterable[tuple[str, str]]) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta seconds or an HTTP date), or None."""
-    for name, value in headers:
-        if name.lower() != "retry-after":
-            continue
-        value = value.strip()
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            pass
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-    return None
+def code_of(exc: bx.ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 @contextmanager
-def translated(operation: str, where: str, endpoint: str = "the endpoint") -> Iterator[None]:
+def translated(
+    operation: str, where: str, network: Network, region: str | None = None
+) -> Iterator[None]:
     """Run a boto3 call; re-raise its failure as an s3kv error naming what and where."""
     try:
         yield
     except bx.ClientError as exc:
-        raise from_client_error(exc, operation, where) from exc
+        raise from_client_error(exc, operation, where, region) from exc
     except ResponseParserError as exc:
-        raise not_s3(operation, where, endpoint, "a body that is not S3's XML") from exc
+        raise not_s3(operation, where, network.endpoint, "a body that is not S3's XML") from exc
     except bx.NoCredentialsError:
         raise AccessDeniedError(
             f"{operation} {where}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
@@ -133,21 +55,45 @@ def translated(operation: str, where: str, endpoint: str = "the endpoint") -> It
             "where an instance role is available"
         ) from None
     except bx.SSLError as exc:
-        raise StoreError(
-            f"{operation} {where}: TLS verification failed ({_short(exc)}); pass the "
-            "server's CA with --ca-bundle/S3KV_CA_BUNDLE (or --no-verify-tls for testing)"
-        ) from exc
+        raise network.tls_failed(operation, where, _short(exc)) from exc
+    except bx.ProxyConnectionError as exc:
+        raise network.unreachable(operation, where, _short(exc)) from exc
     except (bx.ReadTimeoutError, bx.ConnectTimeoutError, TimeoutError) as exc:
-        raise TransientStoreError(f"{operation} {where}: {_short(exc)}; {TIMEOUT_HINT}") from exc
+        raise TransientStoreError(
+            f"{operation} {where}: {_short(exc)}{network.via}; {TIMEOUT_HINT}"
+        ) from exc
+    except bx.EndpointConnectionError as exc:
+        raise network.unreachable(operation, where, _short(exc)) from exc
     except (
-        bx.EndpointConnectionError,
         bx.ConnectionClosedError,
         bx.ResponseStreamingError,
+        bx.IncompleteReadError,
         bx.HTTPClientError,
         ux.HTTPError,
         ConnectionError,
     ) as exc:
-        raise TransientStoreError(f"{operation} {where}: connection failed: {_short(exc)}") from exc
+        raise TransientStoreError(
+            f"{operation} {where}: connection failed{network.via}: {_short(exc)}"
+        ) from exc
+    except bx.BotoCoreError as exc:  # never a raw botocore error out of the library
+        raise StoreError(f"{operation} {where}: {_short(exc)}") from exc
+
+
+def from_client_error(
+    exc: bx.ClientError, operation: str, where: str, region: str | None = None
+) -> StoreError:
+    error = exc.response.get("Error", {})
+    meta = exc.response.get("ResponseMetadata", {})
+    return error_for(
+        operation,
+        where,
+        status=status_of(exc),
+        code=code_of(exc),
+        message=str(error.get("Message") or ""),
+        headers=(meta.get("HTTPHeaders") or {}).items(),
+        fields={k: str(v) for k, v in error.items()},
+        region=region,
+    )
 
 
 @contextmanager
@@ -155,6 +101,8 @@ def client_setup() -> Iterator[None]:
     """Build a boto3 session or client; what botocore refuses there is a settings error."""
     try:
         yield
+    except S3KVError:
+        raise
     except bx.ProfileNotFound as exc:
         raise SettingsError(
             f"{_short(exc)}; name a profile of ~/.aws/config or ~/.aws/credentials with "
@@ -165,31 +113,6 @@ def client_setup() -> Iterator[None]:
             f"the S3 client refused the settings: {_short(exc)}; check --endpoint-url, "
             "--region and --profile (or their S3KV_*/AWS_* variables)"
         ) from None
-
-
-def from_client_error(exc: bx.ClientError, operation: str, where: str) -> StoreError:
-    code = error_code(exc)
-    message = exc.response.get("Error", {}).get("Message") or code
-    if code in NOT_FOUND:
-        return ObjectNotFoundError(f"{operation} {where}: no such object")
-    if code == "NoSuchBucket":
-        return BucketNotFoundError(
-            f"{operation} {where}: the bucket does not exist; create it first "
-            "(see terraform/) or check the bucket name and --endpoint-url"
-        )
-    if code in NOT_IMPLEMENTED:
-        return not_implemented(operation, where, message)
-    if code in DENIED:
-        return AccessDeniedError(
-            f"{operation} {where}: access denied ({code}); check the credentials and that "
-            "their policy grants this operation (terraform/ has writer and reader policies)"
-        )
-    if code in TRANSIENT:
-        headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-        return TransientStoreError(
-            f"{operation} {where}: {code}: {message}", retry_after=retry_after(headers.items())
-        )
-    return StoreError(f"{operation} {where}: {code}: {message}")
 
 
 def from_os_error(exc: OSError, operation: str, where: str) -> StoreError:

@@ -15,7 +15,7 @@ from typing import Any
 
 from s3kv.errors import InvalidAnswerError
 from s3kv.stores.base import MultipartUpload, ObjectInfo
-from s3kv.stores.errors import not_s3
+from s3kv.stores.rules import not_s3
 
 
 class PageGuard:

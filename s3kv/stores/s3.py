@@ -17,40 +17,55 @@ import http.client
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import quote
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from s3kv.errors import SizeMismatchError, StoreError, TransientStoreError
+from s3kv.errors import ObjectNotFoundError, StoreError
 from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY, Buffer, Checksum
 from s3kv.retry import with_retries
-from s3kv.settings import S3Settings, display_url
-from s3kv.stores.answers import check_answer, check_stored, oversized
+from s3kv.settings import S3Settings
 from s3kv.stores.base import DELETE_BATCH, MultipartUpload, ObjectInfo, PutOptions, Store
 from s3kv.stores.endpoint import addressing_style, configured_endpoint
-from s3kv.stores.errors import (
-    NOT_FOUND,
-    client_setup,
-    error_code,
-    is_already_exists,
-    not_s3,
-    translated,
-)
+from s3kv.stores.errors import client_setup, code_of, translated
+from s3kv.stores.network import Network, network_for
 from s3kv.stores.pages import PageGuard
+from s3kv.stores.rules import (
+    ConditionFailed,
+    Echoes,
+    check_found,
+    cut_short,
+    gone_or_changed,
+    not_s3,
+    oversized,
+    request_token,
+    size_mismatch,
+    tagging,
+    write_metadata,
+)
 from s3kv.stores.trace import trace_botocore, trace_enabled
 
 
-def make_client(settings: S3Settings) -> Any:
-    """A boto3 S3 client configured from ``settings``."""
+def make_client(
+    settings: S3Settings, *, session: Any = None, network: Network | None = None
+) -> Any:
+    """A boto3 S3 client configured from ``settings`` (on ``network``: its CA bundle)."""
     with client_setup():
-        return _make_client(settings)
+        if session is None:
+            session = new_session(settings)
+        endpoint = configured_endpoint(session, settings)
+        if network is None:
+            network = network_for(endpoint, settings, session)
+        return _make_client(settings, session, endpoint, network)
 
 
-def _make_client(settings: S3Settings) -> Any:
-    session = boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
-    endpoint = configured_endpoint(session, settings)
+def new_session(settings: S3Settings) -> Any:
+    with client_setup():
+        return boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
+
+
+def _make_client(settings: S3Settings, session: Any, endpoint: str | None, network: Network) -> Any:
     config = Config(
         max_pool_connections=settings.concurrency + 4,
         connect_timeout=settings.connect_timeout_seconds,
@@ -69,9 +84,7 @@ def _make_client(settings: S3Settings) -> Any:
         parameter_validation=False,
         tcp_keepalive=True,
     )
-    verify: bool | str = settings.verify_tls
-    if settings.verify_tls and settings.ca_bundle is not None:
-        verify = str(settings.ca_bundle)
+    verify: bool | str = network.ca_bundle or settings.verify_tls
     kwargs: dict[str, Any] = {}
     if settings.access_key_id is not None and settings.secret_access_key is not None:
         kwargs["aws_access_key_id"] = settings.access_key_id
@@ -92,40 +105,62 @@ class S3Store(Store):
     def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
         self.bucket = bucket
         self.settings = settings
-        self.client = client if client is not None else make_client(settings)
+        session = new_session(settings)
+        with client_setup():
+            network = network_for(configured_endpoint(session, settings), settings, session)
+        self.client = (
+            client if client is not None
+            else make_client(settings, session=session, network=network)
+        )
         # What boto3 resolved (flags, environment, profile, services section): stores on
         # one endpoint copy server-side; messages name it without anything secret.
         self.endpoint = str(self.client.meta.endpoint_url)
-        self.endpoint_shown = display_url(self.endpoint)
+        self.network = network_for(self.endpoint, settings, session)
+        self.region = self.client.meta.region_name
+        self.echoes = Echoes()
         self.name = f"s3://{bucket}"
 
     def _where(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
     def _translated(self, operation: str, where: str) -> Any:
-        return translated(operation, where, self.endpoint_shown)
+        return translated(operation, where, self.network, self.region)
 
     # -- reads ------------------------------------------------------------------------
+
+    def _get_object(self, key: str, where: str, **params: Any) -> dict[str, Any]:
+        """A GetObject bound to its request: the token it sends must come back."""
+        token = request_token()
+        resp: dict[str, Any] = self.client.get_object(
+            Bucket=self.bucket, Key=key, ResponseCacheControl=token, **params
+        )
+        try:
+            check_found("GET", where, self.network.endpoint, resp.get("ETag"),
+                        resp.get("ContentType"))
+            self.echoes.check_token("GET", where, self.network.endpoint, token,
+                                    resp.get("CacheControl"))
+        except StoreError:
+            resp["Body"].close()  # never read: the connection is dropped instead
+            raise
+        return resp
 
     def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         where = self._where(key)
         with self._translated("GET", where):
-            resp = self.client.get_object(Bucket=self.bucket, Key=key)
+            resp = self._get_object(key, where)
             info = self._info("GET", where, key, resp)
             if max_bytes is not None and info.size > max_bytes:
                 resp["Body"].close()  # never read: the connection is dropped instead
                 raise oversized(where, info.size, max_bytes)
             data: bytes = resp["Body"].read()
         if len(data) != info.size:
-            raise TransientStoreError(
-                f"GET {where}: connection closed after {len(data)} of {info.size} bytes"
-            )
+            raise cut_short("GET", where, len(data), info.size)
         return data, info
 
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
         where = self._where(key)
         with self._translated("GET", where):
-            resp = self.client.get_object(Bucket=self.bucket, Key=key)
+            resp = self._get_object(key, where)
             body = resp["Body"]
             try:
                 info = self._info("GET", where, key, resp)
@@ -134,10 +169,7 @@ class S3Store(Store):
                 raise
             if info.size != len(buffer):
                 body.close()
-                raise SizeMismatchError(
-                    f"GET {where}: object is {info.size} bytes, expected {len(buffer)} "
-                    "(a truncated or foreign object, or a buffer of the wrong size)"
-                )
+                raise size_mismatch(where, info.size, len(buffer))
             _read_into(body, buffer, where)
         return info
 
@@ -146,14 +178,15 @@ class S3Store(Store):
         spec = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
         with self._translated("GET", where):
             try:
-                resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=spec)
+                resp = self._get_object(key, where, Range=spec)
             except ClientError as exc:
                 # S3 answers 416 for a range starting at or past the end (any range of an
                 # empty object); a directory's read returns no bytes: so do we.
-                if error_code(exc) in ("InvalidRange", "416"):
+                if code_of(exc) == "InvalidRange" or exc.response.get(
+                    "ResponseMetadata", {}
+                ).get("HTTPStatusCode") == 416:
                     return b""
                 raise
-            check_answer("GET", where, self.endpoint_shown, resp)
             data: bytes = resp["Body"].read()
         return data
 
@@ -169,9 +202,10 @@ class S3Store(Store):
         return self._info("HEAD", where, key, resp)
 
     def _info(self, operation: str, where: str, key: str, resp: dict[str, Any]) -> ObjectInfo:
-        check_answer(operation, where, self.endpoint_shown, resp)
+        check_found(operation, where, self.network.endpoint, resp.get("ETag"),
+                    resp.get("ContentType"))
         if not isinstance(resp.get("ContentLength"), int):
-            raise not_s3(operation, where, self.endpoint_shown, "no Content-Length")
+            raise not_s3(operation, where, self.network.endpoint, "no Content-Length")
         return _info(key, resp)
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
@@ -179,7 +213,7 @@ class S3Store(Store):
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         if start_after:
             kwargs["StartAfter"] = start_after
-        guard = PageGuard("LIST", where, self.endpoint_shown, start_after)
+        guard = PageGuard("LIST", where, self.network.endpoint, start_after)
         while True:
             page = self._page("LIST", where, lambda: self.client.list_objects_v2(**kwargs))
             yield from guard.objects(page)
@@ -212,29 +246,26 @@ class S3Store(Store):
         if options.checksum is not None:
             params[options.checksum.s3_parameter] = options.checksum.value
         where = self._where(key)
-        with self._translated("PUT", where):
-            try:
+        try:
+            with self._translated("PUT", where):
                 resp = self.client.put_object(**params)
-            except ClientError as exc:
-                if is_already_exists(exc):
-                    return False
-                raise
-        check_stored("PUT", where, self.endpoint_shown, resp.get("ETag"), options, resp)
+        except ConditionFailed:
+            return False
+        echoed = resp.get(options.checksum.s3_parameter) if options.checksum else None
+        self.echoes.check_stored(
+            where, self.network.endpoint, etag=resp.get("ETag"), options=options, echoed=echoed
+        )
         return True
 
     def _write_params(self, key: str, options: PutOptions) -> dict[str, Any]:
+        """What :func:`.rules.write_headers` sends, as boto3's parameters."""
         params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
-        metadata = {}
-        if options.checksum is not None:
-            metadata[METADATA_KEY] = options.checksum.header()
-        if options.write_id is not None:
-            metadata[WRITE_ID_KEY] = options.write_id
+        metadata = write_metadata(options)
         if metadata:
             params["Metadata"] = metadata
-        if options.tags and self.settings.tag_blocks:
-            params["Tagging"] = "&".join(
-                f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in options.tags.items()
-            )
+        tags = tagging(options, self.settings)
+        if tags:
+            params["Tagging"] = tags
         return params
 
     def _put_multipart(self, key: str, data: memoryview, options: PutOptions) -> bool:
@@ -268,14 +299,12 @@ class S3Store(Store):
                 complete["IfNoneMatch"] = "*"
             if options.if_match is not None:
                 complete["IfMatch"] = options.if_match
-            with self._translated("COMPLETE-MULTIPART", where):
-                try:
+            try:
+                with self._translated("COMPLETE-MULTIPART", where):
                     self.client.complete_multipart_upload(**complete)
-                except ClientError as exc:
-                    if is_already_exists(exc):
-                        self._abort(key, upload_id)
-                        return False
-                    raise
+            except ConditionFailed:
+                self._abort(key, upload_id)
+                return False
         except BaseException:
             # Never leave billable parts behind: abort, whatever interrupted us.
             self._abort(key, upload_id)
@@ -315,7 +344,7 @@ class S3Store(Store):
                     failed[key] = f"{err.get('Code')}: {err.get('Message')}"
                 elif key not in deleted:
                     failed[key] = (
-                        f"{self.endpoint_shown} did not confirm the delete (its answer names "
+                        f"{self.network.shown} did not confirm the delete (its answer names "
                         "this key neither as deleted nor as failed); the object may remain"
                     )
         return failed
@@ -324,14 +353,12 @@ class S3Store(Store):
         params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
         if if_match is not None:
             params["IfMatch"] = if_match
-        with self._translated("DELETE", self._where(key)):
-            try:
+        try:
+            with self._translated("DELETE", self._where(key)):
                 self.client.delete_object(**params)
-            except ClientError as exc:
-                # 412: another ETag now; 404: gone (moto answers NoSuchKey to If-Match)
-                if is_already_exists(exc) or error_code(exc) in NOT_FOUND:
-                    return False
-                raise
+        except (ConditionFailed, ObjectNotFoundError):
+            # 412: another ETag now; 404: gone (moto answers NoSuchKey to If-Match)
+            return False
         return True
 
     def copy_from(self, source: Store, source_key: str, key: str) -> bool:
@@ -376,13 +403,11 @@ class S3Store(Store):
             "Metadata": {METADATA_KEY: checksum.header()} if checksum is not None else {},
             "TaggingDirective": "COPY",
         }
-        with self._translated("COPY", where):
-            try:
+        try:
+            with self._translated("COPY", where):
                 resp = self.client.copy_object(**params)
-            except ClientError as exc:
-                if error_code(exc) in _GONE_OR_CHANGED:
-                    return None
-                raise
+        except (ConditionFailed, ObjectNotFoundError):  # gone, or no longer the one seen
+            return None
         when: datetime | None = resp.get("CopyObjectResult", {}).get("LastModified")
         wanted = dict(tags) if self.settings.tag_blocks else {}
         if wanted and self._copy_keeps_tags is None:
@@ -413,7 +438,7 @@ class S3Store(Store):
                 )
             confirmed = {d.get("Key") for d in resp.get("Deleted", ())}
             for err in resp.get("Errors", ()):
-                if err.get("Code") in _GONE_OR_CHANGED:
+                if gone_or_changed(str(err.get("Code", ""))):
                     gone.add(err["Key"])
                 else:
                     failed[err["Key"]] = f"{err.get('Code')}: {err.get('Message')}"
@@ -425,7 +450,7 @@ class S3Store(Store):
     def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUpload]:
         where = self._where(prefix)
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-        guard = PageGuard("LIST-MULTIPART", where, self.endpoint_shown, None)
+        guard = PageGuard("LIST-MULTIPART", where, self.network.endpoint, None)
         while True:
             page = self._page(
                 "LIST-MULTIPART", where, lambda: self.client.list_multipart_uploads(**kwargs)
@@ -446,7 +471,6 @@ class S3Store(Store):
         self.client.close()
 
 
-_GONE_OR_CHANGED = frozenset({"NoSuchKey", "404", "NotFound", "PreconditionFailed", "412"})
 
 
 def _mirror_copy_condition(client: Any) -> None:
@@ -493,9 +517,7 @@ def _read_into(body: Any, buffer: memoryview, where: str) -> None:
         while pos < total:
             got = reader.readinto(buffer[pos:])
             if not got:
-                raise TransientStoreError(
-                    f"GET {where}: connection closed after {pos} of {total} bytes"
-                )
+                raise cut_short("GET", where, pos, total)
             pos += got
     except BaseException:
         raw.close()  # the connection is mid-body: never reuse it

@@ -1,12 +1,13 @@
-"""Read timeouts for awscrt's requests: one thread per store watches them all.
+"""Read timeouts and deadlines for awscrt's requests: one thread per store watches them all.
 
 awscrt's S3 client has a connect timeout but no read timeout: a request whose server
 stops answering ends only when its throughput check fires (1 byte/s over 30 s, then a
 retry), holding its connection slot all along, and cancelling a job would not stop it.
-botocore's read timeout counts from the last byte that moved; so does this one: a
-request that made no progress (no header, no body byte) for ``timeout`` seconds is
-cancelled (awscrt's ``S3Request.cancel()``, which also closes its connection, so the
-slot is free for the retry).
+A request is cancelled here (awscrt's ``S3Request.cancel()``, which also closes its
+connection, so the slot is free for the retry) when it made no progress (no header, no
+part of its body) for ``timeout`` seconds, or when it passed its deadline
+(:func:`s3kv.stores.rules.attempt_seconds`: a body that trickles in at a byte a second
+makes progress, and still ends).
 
 Cost on the hot path: a request joins and leaves a set (no lock: single operations on
 a set are atomic in CPython) and stamps the time on each header or body callback; the
@@ -28,13 +29,16 @@ class Watched(Protocol):
     last: float
     """``time.monotonic()`` of the last progress (may lie ahead: an allowance for a body
     being sent, of which awscrt reports no progress)."""
+    deadline: float
+    """``time.monotonic()`` by which the request must have ended."""
 
     def expire(self) -> None:
         """Cancel the request: it made no progress in time."""
 
 
 class Watchdog:
-    """Cancels requests that made no progress for ``timeout`` seconds."""
+    """Cancels requests that made no progress for ``timeout`` seconds, or passed their
+    deadline."""
 
     def __init__(self, timeout: float, *, name: str = "s3kv-watchdog") -> None:
         self.timeout = timeout
@@ -64,7 +68,7 @@ class Watchdog:
         while not self._stop.wait(self.period):
             now = time.monotonic()
             for request in list(self._live):
-                if now - request.last > self.timeout:
+                if now - request.last > self.timeout or now > request.deadline:
                     self._live.discard(request)
                     try:
                         request.expire()

@@ -23,7 +23,7 @@ from tests.faults.conftest import (
     settings,
     write_tree,
 )
-from tests.faults.proxy import Request
+from tests.faults.proxy import Request, once_per_block
 
 pytestmark = pytest.mark.integration
 
@@ -124,11 +124,7 @@ def test_timed_out_requests_free_their_connections_for_the_retries(
     [("crt", "429"), ("botocore", "429"), ("botocore", "503")],
 )
 def test_retry_after_is_honoured(proxy: Any, bucket: str, data_path: str, status: str) -> None:
-    opened = time.monotonic()
-    p = proxy(
-        lambda r: status if r.is_block and time.monotonic() - opened < 1.0 else None,
-        retry_after=1,
-    )
+    p = proxy(once_per_block(status, "PUT"), retry_after=1)
     s = settings(p.url, data_path, max_attempts=3)
     ks = keys(3)
     with Uploader(f"s3://{bucket}/kv", NS, settings=s) as up:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from s3kv import S3Settings
-from s3kv.stores.s3_crt import CrtS3Store
+from s3kv.stores.crt import CrtS3Store
 
 pytestmark = pytest.mark.unit
 

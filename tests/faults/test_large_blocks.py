@@ -1,8 +1,9 @@
-"""Large blocks on the awscrt data path go to s3kv.stores.direct: the kernel writes each
-ranged part of a GET straight into the caller's row, and sends a PUT's body straight
-from it. The same faults as everywhere (stalls, resets, short and flipped bodies, web
-pages, empty answers, oversized objects, throttling, an object changed between parts,
-lost answers, a store without tags, cancel) must end the same way: retried within the
+"""Large blocks on the awscrt data path: each ranged part of a GET is one request that
+awscrt reads into its pooled buffer and s3kv copies into the caller's row (without the
+GIL), and a PUT's body is copied from it. The same faults as everywhere (stalls, resets,
+short and flipped bodies, web pages, empty answers, oversized objects, throttling, an
+object changed between parts, lost answers, a store without tags, cancel) must end the
+same way: retried within the
 deadline or failed with the reason, the row zeroed, nothing written afterwards.
 
 Blocks here are 8 MiB (two 4 MiB parts when the job is small), seeded once per test.
@@ -20,8 +21,7 @@ import pytest
 from s3kv import Downloader
 from s3kv.integrity import compute
 from s3kv.keys import KeyMapper
-from s3kv.stores.direct import MIN_PART_BYTES
-from s3kv.stores.s3_crt import DIRECT_BYTES
+from s3kv.stores.crt_get import MIN_PART_BYTES
 from tests.faults.conftest import NS, READ, rows, seed_blocks, settings
 from tests.faults.proxy import HUGE, once_per_block
 
@@ -61,7 +61,6 @@ def test_a_few_large_blocks_load_as_ranged_parts_byte_for_byte(
     # 3 blocks for 8 connections: two 4 MiB parts each, no whole-object GET
     assert ranges == sorted([f"bytes=0-{MIN_PART_BYTES - 1}",
                              f"bytes={MIN_PART_BYTES}-{BIG - 1}"] * 3)
-    assert DIRECT_BYTES <= BIG
 
 
 def test_many_large_blocks_load_whole_one_request_each(
@@ -73,7 +72,8 @@ def test_many_large_blocks_load_whole_one_request_each(
     report, out = load(url, p.url, ks, concurrency=4)
     assert report.ok and np.array_equal(out, want)
     gets = block_gets(p)
-    assert len(gets) == 9 and not any(r.header("range") for r in gets)
+    # one request per block, for exactly the block's bytes
+    assert len(gets) == 9 and {r.header("range") for r in gets} == {f"bytes=0-{BIG - 1}"}
 
 
 @pytest.mark.parametrize("fault", ["reset", "reset-mid", "short", "stall-headers", "stall"])
@@ -137,7 +137,7 @@ def test_an_answer_that_is_not_s3_is_no_block(
     report, out = load(url, p.url, ks, max_attempts=2)
     assert len(report.failed) == 1 and not out.any()
     (why,) = report.failed.values()
-    assert p.url in why and ("ETag" in why or "HTML" in why or "web page" in why), why
+    assert p.url in why and "not an S3 answer" in why, why
 
 
 def test_throttling_is_retried_after_the_time_the_store_asks(
@@ -145,7 +145,9 @@ def test_throttling_is_retried_after_the_time_the_store_asks(
 ) -> None:
     url = f"s3://{bucket}/kv"
     ks, want = seed(url, moto_server, 1)
-    p = proxy(once_per_block("503", "GET"), retry_after=0.6)
+    # 429: awscrt retries 500 and 503 itself and hands back no Retry-After for them
+    # (docs/operations.md); 429 comes back with it.
+    p = proxy(once_per_block("429", "GET"), retry_after=0.6)
     started = time.monotonic()
     report, out = load(url, p.url, ks)
     assert report.ok and np.array_equal(out, want)

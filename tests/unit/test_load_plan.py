@@ -1,21 +1,15 @@
-"""How a load job is split: enough ranged parts to fill the connections, none too small."""
+"""How a load job is split: enough ranged parts to fill the connections, none too small,
+none larger than one pooled request."""
 
 from __future__ import annotations
 
 import pytest
 
-from s3kv import S3Settings
-from s3kv.stores.direct import MIN_PART_BYTES, Direct
-from s3kv.stores.endpoint import DataEndpoint
+from s3kv.stores.crt import MAX_REQUEST_BYTES
+from s3kv.stores.crt_get import MIN_PART_BYTES, plan
 
 pytestmark = pytest.mark.unit
 MiB = 1 << 20
-
-
-def gets(connections: int) -> Direct:
-    endpoint = DataEndpoint(url="http://127.0.0.1:9", tls=False, host="127.0.0.1:9",
-                            hostname="127.0.0.1", path="/b", region="us-east-1")
-    return Direct(endpoint, None, S3Settings(), connections=connections)
 
 
 @pytest.mark.parametrize(
@@ -26,11 +20,13 @@ def gets(connections: int) -> Direct:
         (12, 32 * MiB, 4, 16),  # few large blocks: 48 parts of 8 MiB fill 44 connections
         (2, 32 * MiB, 8, 16),  # never below MIN_PART_BYTES (4 MiB)
         (1, 3 * MiB, 1, 44),  # too small to split
+        (200, 96 * MiB, 3, 16),  # never above one pooled request (32 MiB)
     ],
 )
 def test_a_job_fills_the_connections_in_parts_of_at_least_4_mib(
     count: int, size: int, parts: int, inflight: int
 ) -> None:
-    got = gets(44).plan(count, size, window=16)
+    got = plan(count, size, 16, 44, MAX_REQUEST_BYTES)
     assert got == (parts, inflight)
     assert size // got[0] >= MIN_PART_BYTES or got[0] == 1
+    assert -(-size // got[0]) <= MAX_REQUEST_BYTES

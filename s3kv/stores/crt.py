@@ -1,0 +1,454 @@
+"""Block data on awscrt's native S3 client: every block GET, PUT and HEAD, at every size.
+
+Why awscrt: it is the AWS Common Runtime (what s3transfer's CRT manager and the AWS CLI's
+``crt`` transfer client use), written in C: connections, TLS (s2n), HTTP/1.1 framing and
+SigV4 signing all run on its own event-loop threads, without the GIL, and Python is
+called a bounded number of times per request (its headers, its body once per part, its
+end). vLLM runs its offloading tiers inside EngineCore, next to the scheduler: a data
+path that ran Python per network chunk or per TLS record would take the scheduler's time
+(docs/benchmarks.md has the comparison that chose this client). boto3 keeps the control
+plane (:class:`S3Store`: listings, deletes, copies, tags, multipart uploads).
+
+Every request follows :mod:`.rules`: its answer must be S3's (an ETag, no web page), of
+the block's size (checked from the headers before any byte is read), and the answer to
+this very request (a GET's token echoed back, a PUT's checksum echoed where the store
+echoes); it ends within :func:`.rules.attempt_seconds` (the :class:`Watchdog` cancels
+it, which closes its connection) and can be cancelled by its job. Once a request ended,
+nothing more lands in the caller's buffer. A block is read as one request per part
+(:meth:`CrtS3Store.plan_loads`), each part one HTTP request straight into the block's
+memory. awscrt honours ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` itself, as botocore
+does (:mod:`.network`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+from urllib.parse import quote
+
+from awscrt import auth, http, s3
+from awscrt import io as crt_io
+from botocore.credentials import RefreshableCredentials
+
+from s3kv.errors import AccessDeniedError, ObjectNotFoundError, S3KVError, StoreError
+from s3kv.integrity import Buffer
+from s3kv.settings import S3Settings
+from s3kv.stores.base import Cancel, ObjectInfo, PutOptions
+from s3kv.stores.crt_call import Answer, Call, crt_failure
+from s3kv.stores.crt_get import BlockGet, plan
+from s3kv.stores.endpoint import DataEndpoint, data_endpoint
+from s3kv.stores.memory import address_of, copy_from
+from s3kv.stores.rules import (
+    TOKEN_PARAMETER,
+    ConditionFailed,
+    Echoes,
+    RangeNotSatisfiable,
+    attempt_seconds,
+    check_found,
+    cut_short,
+    oversized,
+    request_token,
+    write_headers,
+)
+from s3kv.stores.s3 import S3Store
+from s3kv.stores.trace import trace, trace_enabled
+from s3kv.stores.watchdog import Watchdog
+
+PART_BYTES = 8 * 1024 * 1024
+"""awscrt's part size: its buffer pool keeps part-sized chunks for reuse, and serves a
+request of up to four parts from them (larger ones are allocated per request)."""
+
+MAX_REQUEST_BYTES = 4 * PART_BYTES
+"""A block larger than this is read as several ranged requests (each from the pool)."""
+
+_LIVE_PRUNE_AT = 1024
+"""Shutdown events of requests kept before the set is pruned of those already set."""
+
+GetDone = Callable[[ObjectInfo | None, BaseException | None], None]
+PutDone = Callable[[bool | None, BaseException | None], None]
+
+
+class CrtS3Store(S3Store):
+    """:class:`S3Store` with block PUT, GET and HEAD on awscrt's S3 client."""
+
+    retries_itself = True  # one quick retry of its own (see retry_config below)
+
+    def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
+        super().__init__(bucket, settings, client=client)
+        provider = _provider(self.client._request_signer._credentials)
+        # Exactly where boto3 sends this bucket's requests (profile, services section,
+        # partition, FIPS, dual-stack, a path in the endpoint URL, addressing style).
+        self.target: DataEndpoint = data_endpoint(self.client, bucket)
+        self._crt = _client(self.target, settings, self.network.ca_bundle, provider)
+        self._watchdog = Watchdog(settings.connect_timeout_seconds + settings.read_timeout_seconds)
+        self.echoes = Echoes()
+        self._trace = trace_enabled()
+        # Requests awscrt has not let go of yet (see quiesce), pruned as they go.
+        self._live: set[threading.Event] = set()
+        self._live_lock = threading.Lock()
+
+    # -- one request --------------------------------------------------------------------
+
+    def start(
+        self,
+        method: str,
+        key: str,
+        call: Call,
+        *,
+        query: str = "",
+        headers: list[tuple[str, str]] | None = None,
+        body: memoryview | None = None,
+        on_headers: Callable[..., None] | None = None,
+        on_body: Callable[..., None] | None = None,
+        kind: Any = s3.S3RequestType.DEFAULT,
+        operation: str | None = None,
+        part_bytes: int | None = None,
+    ) -> Future[None]:
+        """Start one request under the watchdog; its future fails with what awscrt
+        raised (see :meth:`failure`)."""
+        fields = [("Host", self.target.host), *(headers or [])]
+        if body is not None:
+            fields.append(("Content-Length", str(len(body))))
+        path = f"{self.target.path}/{quote(key, safe='/~')}" + (f"?{query}" if query else "")
+        request = http.HttpRequest(
+            method, path, http.HttpHeaders(fields), _Body(body) if body is not None else None
+        )
+        self._watchdog.watch(call)
+        try:
+            meta = self._crt.make_request(
+                type=kind,
+                request=request,
+                operation_name=operation if kind == s3.S3RequestType.DEFAULT else None,
+                on_headers=on_headers,
+                on_body=on_body,
+                part_size=part_bytes,
+            )
+        except BaseException:
+            self._watchdog.forget(call)
+            raise
+        call.started(meta)
+        with self._live_lock:
+            if len(self._live) >= _LIVE_PRUNE_AT:
+                self._live = {e for e in self._live if not e.is_set()}
+            self._live.add(meta.shutdown_event)
+        future: Future[None] = meta.finished_future
+        return future
+
+    def ended(self, call: Call) -> None:
+        call.finish()
+        self._watchdog.forget(call)
+
+    def failure(self, exc: BaseException, call: Call, method: str, where: str,
+                nbytes: int = 0) -> BaseException:
+        """The s3kv error for a request that failed, or that s3kv stopped."""
+        return crt_failure(
+            exc, call, method, where, self.network, self.target.region,
+            attempt_seconds(self.settings, nbytes),
+        )
+
+    def _wait(self, method: str, where: str, call: Call, future: Future[None],
+              nbytes: int = 0) -> None:
+        """Wait for a started request; its failure raised as s3kv's error."""
+        try:
+            # The watchdog bounds the wait; this timeout is a safety net only.
+            future.result(2 * attempt_seconds(self.settings, nbytes) + 5)
+        except TimeoutError:
+            call.stop("stalled")
+            raise self.failure(TimeoutError(), call, method, where, nbytes) from None
+        except Exception as exc:
+            raise self.failure(exc, call, method, where, nbytes) from exc
+        finally:
+            self.ended(call)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def can_submit(self, size: int) -> bool:
+        """Every block below the multipart threshold is one awscrt request (larger
+        objects are multipart uploads, :meth:`S3Store.put`)."""
+        return 0 < size < self.settings.multipart_threshold_bytes
+
+    def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
+        view = memoryview(data).cast("B")
+        if not self.can_submit(len(view)):
+            return super().put(key, view, options)
+        created: bool = _wait_for(lambda done: self.submit_put(key, view, options, done))
+        return created
+
+    def submit_put(self, key: str, data: memoryview, options: PutOptions, done: PutDone) -> Cancel:
+        """Start a PUT; ``done(created, None)`` or ``done(None, error)`` later, from
+        another thread (``created`` False: create-only and the object existed). Only for
+        sizes :meth:`can_submit` accepts. Returns a function that cancels the request."""
+        where = self._where(key)
+        headers = write_headers(options, self.settings)
+        if self._trace:
+            self._trace_put(key, options, len(data))
+        answer = Answer(key)
+        nbytes = len(data)
+        # The body goes out with no progress awscrt reports: its time is in the deadline.
+        call = Call(attempt_seconds(self.settings, nbytes),
+                    allowance=nbytes / self.settings.min_rate_bytes_per_second)
+
+        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
+            if status_code < 300:
+                answer.read(headers)
+
+        # PUT_OBJECT signs with an unsigned payload (DEFAULT would sha256 the body);
+        # s3kv's checksum header covers the bytes.
+        future = self.start(
+            "PUT", key, call, headers=headers, body=data, on_headers=on_headers,
+            kind=s3.S3RequestType.PUT_OBJECT,
+        )
+
+        def finished(f: Future[None]) -> None:
+            self.ended(call)
+            exc = f.exception()
+            if exc is not None:
+                err = self.failure(exc, call, "PUT", where, nbytes)
+                if isinstance(err, ConditionFailed):
+                    done(False, None)
+                else:
+                    done(None, err)
+                return
+            try:
+                self.echoes.check_stored(
+                    where, self.network.endpoint, etag=answer.etag, options=options,
+                    echoed=answer.echoed,
+                )
+            except StoreError as refused:
+                done(None, refused)
+                return
+            done(True, None)
+
+        future.add_done_callback(finished)
+        return call.cancel
+
+    def _trace_put(self, key: str, options: PutOptions, size: int) -> None:
+        record: dict[str, Any] = {"op": "PutObject", "bucket": self.bucket, "key": key}
+        if options.tags and self.settings.tag_blocks:
+            record["tags"] = dict(options.tags)
+        trace({**record, "size": size})
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def plan_loads(self, count: int, size: int, window: int) -> tuple[int, int]:
+        return plan(count, size, window, self.settings.concurrency, MAX_REQUEST_BYTES)
+
+    def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
+        info: ObjectInfo = _wait_for(lambda done: self.submit_get_into(key, buffer, done))
+        return info
+
+    def submit_get_into(
+        self, key: str, buffer: memoryview, done: GetDone, *, parts: int = 1
+    ) -> Cancel:
+        """Start a GET into ``buffer`` (exactly the block's size, checked from the answer's
+        headers before any byte lands) as ``parts`` ranged requests at once; ``done(info,
+        None)`` or ``done(None, error)`` once, from another thread, after every part left
+        the buffer. Returns a function that cancels the read."""
+        if self._trace:
+            trace({"op": "GetObject", "bucket": self.bucket, "key": key})
+        block = BlockGet(self, key, self._where(key), buffer, done)
+        block.start(max(parts, -(-len(buffer) // MAX_REQUEST_BYTES)))
+        return block.cancel
+
+    def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
+        """The whole object (a manifest, or a block of unknown destination)."""
+        if self._trace:
+            trace({"op": "GetObject", "bucket": self.bucket, "key": key})
+        where = self._where(key)
+        answer = Answer(key)
+        token = request_token()
+        call = Call(attempt_seconds(self.settings, max_bytes or 0))
+        chunks: list[tuple[int, bytes]] = []
+
+        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
+            call.last = time.monotonic()
+            if status_code >= 300:
+                return
+            answer.read(headers)
+            try:
+                check_found("GET", where, self.network.endpoint, answer.etag, answer.content_type)
+                self.echoes.check_token("GET", where, self.network.endpoint, token,
+                                        answer.cache_control)
+                if max_bytes is not None and answer.size > max_bytes:
+                    raise oversized(where, answer.size, max_bytes)
+            except S3KVError as problem:  # read no further
+                call.stop("refused", problem)
+
+        def on_body(chunk: bytes, offset: int, **_: Any) -> None:
+            chunks.append((offset, chunk))
+            call.last = time.monotonic()
+
+        headers = [("Range", f"bytes=0-{max_bytes - 1}")] if max_bytes else []
+        future = self.start(
+            "GET", key, call, query=f"{TOKEN_PARAMETER}={token}", headers=headers,
+            on_headers=on_headers, on_body=on_body, kind=s3.S3RequestType.GET_OBJECT,
+        )
+        try:
+            self._wait("GET", where, call, future, max_bytes or 0)
+        except RangeNotSatisfiable:
+            return b"", ObjectInfo(key=key, size=0)  # a 0-byte object: its callers judge it
+        data = b"".join(chunk for _, chunk in sorted(chunks, key=lambda c: c[0]))
+        if len(data) != answer.size:
+            raise cut_short("GET", where, len(data), answer.size)
+        return data, answer.info()
+
+    def head(self, key: str) -> ObjectInfo | None:
+        if self._trace:
+            trace({"op": "HeadObject", "bucket": self.bucket, "key": key})
+        answer = Answer(key)
+        where = self._where(key)
+        call = Call(attempt_seconds(self.settings))
+
+        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
+            if status_code < 300:
+                answer.read(headers)
+
+        future = self.start("HEAD", key, call, on_headers=on_headers, operation="HeadObject")
+        try:
+            self._wait("HEAD", where, call, future)
+        except ObjectNotFoundError:
+            return None
+        check_found("HEAD", where, self.network.endpoint, answer.etag, answer.content_type)
+        return answer.info()
+
+    # -- lifetime -------------------------------------------------------------------------
+
+    def quiesce(self, timeout: float) -> bool:
+        """Wait for awscrt to release every request it was given: it reports a request
+        finished before it drops the request's callbacks, which reach the caller's
+        buffer (vLLM unmaps its rows right after the tier's shutdown)."""
+        deadline = time.monotonic() + timeout
+        with self._live_lock:
+            live, self._live = self._live, set()
+        pending = [e for e in live if not e.is_set()]
+        for event in pending:
+            if not event.wait(max(0.0, deadline - time.monotonic())):
+                with self._live_lock:
+                    self._live.update(e for e in pending if not e.is_set())
+                return False
+        return True
+
+    def close(self) -> None:
+        self._watchdog.close()
+        super().close()
+
+
+class _Body:
+    """A PUT's body: the caller's buffer, copied into awscrt's part buffer without the
+    GIL when the buffer is writable memory (:mod:`.memory`)."""
+
+    def __init__(self, view: memoryview) -> None:
+        self.view, self.pos = view, 0
+        self.address = address_of(view)
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), len(self.view) - self.pos)
+        if n <= 0:
+            return 0
+        target = memoryview(buffer).cast("B")[:n]
+        source = self.view[self.pos : self.pos + n]
+        copy_from(target, source, None if self.address is None else self.address + self.pos)
+        self.pos += n
+        return n
+
+    def read(self, size: int = -1) -> bytes:  # awscrt asks for read(); it uses readinto
+        end = len(self.view) if size < 0 else min(len(self.view), self.pos + size)
+        data = bytes(self.view[self.pos : end])
+        self.pos = end
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:  # awscrt rewinds for a retry
+        base = (0, self.pos, len(self.view))[whence]
+        self.pos = base + offset
+        return self.pos
+
+
+def _wait_for(submit: Callable[[Callable[[Any, BaseException | None], None]], Cancel]) -> Any:
+    """Run a submitted request to its end: its result, or its error raised."""
+    finished = threading.Event()
+    outcome: list[Any] = [None, None]
+
+    def done(result: Any, error: BaseException | None) -> None:
+        outcome[:] = [result, error]
+        finished.set()
+
+    cancel = submit(done)
+    try:
+        finished.wait()
+    except BaseException:
+        cancel()  # Ctrl-C: the request stops, and done runs once it left the buffer
+        finished.wait()
+        raise
+    result, error = outcome
+    if error is not None:
+        raise error
+    return result
+
+
+def _client(
+    target: DataEndpoint, settings: S3Settings, ca_bundle: str | None,
+    provider: auth.AwsCredentialsProvider,
+) -> s3.S3Client:
+    elg = crt_io.EventLoopGroup(0)
+    bootstrap = crt_io.ClientBootstrap(elg, crt_io.DefaultHostResolver(elg))
+    kwargs: dict[str, Any] = {}
+    if target.tls:
+        options = crt_io.TlsContextOptions()
+        if ca_bundle is not None:
+            options.override_default_trust_store_from_path(ca_filepath=ca_bundle)
+        options.verify_peer = settings.verify_tls
+        connection = crt_io.ClientTlsContext(options).new_connection_options()
+        connection.set_server_name(target.hostname)
+        kwargs["tls_connection_options"] = connection
+    return s3.S3Client(
+        bootstrap=bootstrap,
+        region=target.region,
+        tls_mode=s3.S3RequestTlsMode.ENABLED if target.tls else s3.S3RequestTlsMode.DISABLED,
+        credential_provider=provider,
+        part_size=PART_BYTES,
+        # PUTs stay single-part: larger objects are boto3's multipart uploads.
+        multipart_upload_threshold=settings.multipart_threshold_bytes + 1,
+        max_active_connections_override=settings.concurrency,
+        # s3kv.retry owns attempts, backoff, Retry-After and the deadline. awscrt
+        # cannot be told to never retry (0 means its default, 5), so its retry bucket
+        # holds one token: at most one quick retry, refilled only by a success, and
+        # none at all while every request fails. (awscrt retries 500 and 503 itself
+        # and then reports them without the response: their Retry-After is lost on
+        # this path; 429, 502 and 504 come back with it.)
+        retry_config=s3.S3RetryConfig(
+            max_retries=1, backoff_scale_factor_ms=5, initial_bucket_capacity=1
+        ),
+        connect_timeout_ms=int(settings.connect_timeout_seconds * 1000),
+        **kwargs,
+    )
+
+
+def _provider(credentials: Any) -> auth.AwsCredentialsProvider:
+    """The credentials boto3's chain found, for awscrt's signer.
+
+    Static ones (keys, environment, profile files) are handed over once: a delegate would
+    call into Python, under the GIL, for every request signed. Refreshable ones (roles,
+    SSO) go through a delegate so boto3 keeps refreshing them.
+    """
+    if credentials is None:
+        raise AccessDeniedError(
+            "no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "or pick a profile with --profile/AWS_PROFILE"
+        )
+    if not isinstance(credentials, RefreshableCredentials):
+        frozen = credentials.get_frozen_credentials()
+        return auth.AwsCredentialsProvider.new_static(
+            frozen.access_key, frozen.secret_key, frozen.token
+        )
+    lock = threading.Lock()
+
+    def get() -> auth.AwsCredentials:
+        with lock:
+            frozen = credentials.get_frozen_credentials()
+        return auth.AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token)
+
+    return auth.AwsCredentialsProvider.new_delegate(get)
+

@@ -1,0 +1,253 @@
+"""One awscrt request as s3kv sees it: its call, its answer and its failures.
+
+:class:`Call` is the request in flight: when it must end (:mod:`.watchdog` cancels it
+after ``connect + read`` seconds without progress, or past its deadline), and the gate of
+the caller's buffer: once it is stopped or finished, no byte of it lands there.
+:class:`Answer` reads what an answer's headers say (size, checksum, ETag, write token,
+the echo of our request token). :func:`crt_failure` turns what awscrt raised into s3kv's
+tree: an S3 error answer goes to the one table (:func:`.rules.error_for`), a connection
+that failed is named with its endpoint, and through a proxy with the proxy.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from awscrt import s3
+from awscrt.exceptions import AwsCrtError
+
+from s3kv.errors import S3KVError, StoreError, TransferCancelledError, TransientStoreError
+from s3kv.integrity import Checksum
+from s3kv.settings import display_url
+from s3kv.stores.base import ObjectInfo
+from s3kv.stores.network import Network
+from s3kv.stores.rules import (
+    META_CHECKSUM,
+    META_WRITE_ID,
+    TIMEOUT_HINT,
+    error_fields,
+    error_for,
+    not_s3,
+)
+
+# awscrt's names for a connection that opened and then never (or too slowly) answered.
+_STALLED = frozenset(
+    {
+        "AWS_ERROR_HTTP_CHANNEL_THROUGHPUT_FAILURE",
+        "AWS_IO_SOCKET_TIMEOUT",
+        "AWS_ERROR_HTTP_RESPONSE_FIRST_BYTE_TIMEOUT",
+        "AWS_IO_TLS_NEGOTIATION_TIMEOUT",
+    }
+)
+_UNREACHABLE = frozenset(
+    {
+        "AWS_IO_SOCKET_CONNECTION_REFUSED",
+        "AWS_IO_SOCKET_NO_ROUTE_TO_HOST",
+        "AWS_IO_SOCKET_NETWORK_DOWN",
+        "AWS_IO_DNS_INVALID_NAME",
+        "AWS_IO_DNS_QUERY_FAILED",
+        "AWS_IO_DNS_NO_ADDRESS_FOR_HOST",
+        "AWS_ERROR_HTTP_PROXY_CONNECT_FAILED",
+        "AWS_ERROR_HTTP_PROXY_STRATEGY_NTLM_CHALLENGE_TOKEN_MISSING",
+        "AWS_ERROR_HTTP_PROXY_STRATEGY_TOKEN_RETRY",
+    }
+)
+
+# awscrt's names for an answer that is no well-formed S3 answer (malformed framing, a
+# missing header S3 always sends): a wire fault, retried.
+_MALFORMED = {
+    "AWS_ERROR_S3_MISSING_CONTENT_RANGE_HEADER": "a ranged answer without Content-Range",
+    "AWS_ERROR_S3_INVALID_CONTENT_RANGE_HEADER": "a Content-Range that is not S3's",
+    "AWS_ERROR_S3_MISSING_CONTENT_LENGTH_HEADER": "an answer without Content-Length",
+    "AWS_ERROR_S3_INVALID_CONTENT_LENGTH_HEADER": "a Content-Length that is not a number",
+    "AWS_ERROR_S3_INCORRECT_CONTENT_LENGTH": "a body of another length than announced",
+    "AWS_ERROR_S3_MISSING_ETAG": "an answer without an ETag",
+    "AWS_ERROR_S3_INVALID_RESPONSE_STATUS": "a status S3 does not answer with",
+    "AWS_ERROR_HTTP_PROTOCOL_ERROR": "bytes that are not HTTP/1.1",
+    "AWS_ERROR_HTTP_INVALID_HEADER_FIELD": "a malformed header",
+    "AWS_ERROR_HTTP_INVALID_HEADER_NAME": "a malformed header",
+    "AWS_ERROR_HTTP_INVALID_HEADER_VALUE": "a malformed header",
+    "AWS_ERROR_HTTP_INVALID_STATUS_CODE": "a malformed status line",
+    "AWS_ERROR_HTTP_CONNECTION_CLOSED": "a connection closed before the whole answer",
+    "AWS_ERROR_HTTP_SERVER_CLOSED": "a connection closed before the whole answer",
+    "AWS_IO_SOCKET_CLOSED": "a connection closed before the whole answer",
+    "AWS_ERROR_S3_OBJECT_MODIFIED": "an object that changed while it was read",
+}
+
+
+class Call:
+    """One awscrt request: its progress and deadline (for the :class:`Watchdog`) and the
+    gate of the caller's buffer. Once :meth:`stop` or :meth:`finish` returned, no byte
+    of this request lands in the buffer (``on_body`` writes under the gate)."""
+
+    __slots__ = ("deadline", "gate", "last", "meta", "open", "problem", "reason")
+
+    def __init__(self, seconds: float, allowance: float = 0.0) -> None:
+        now = time.monotonic()
+        self.gate = threading.Lock()
+        self.open = True
+        self.last = now + allowance
+        self.deadline = now + seconds
+        self.meta: Any = None
+        self.reason = ""  # why it was stopped: "stalled", "cancelled" or "refused"
+        self.problem: BaseException | None = None  # what a refused answer was
+
+    def started(self, meta: Any) -> None:
+        self.meta = meta
+        if not self.open:  # stopped before awscrt handed the request back
+            meta.cancel()
+
+    def stop(self, reason: str, problem: BaseException | None = None) -> None:
+        with self.gate:
+            if not self.open:
+                return
+            self.open = False
+            self.reason, self.problem = reason, problem
+            meta = self.meta
+        if meta is not None:
+            meta.cancel()
+
+    def expire(self) -> None:
+        self.stop("stalled")
+
+    def cancel(self) -> None:
+        self.stop("cancelled")
+
+    def finish(self) -> None:
+        with self.gate:
+            self.open = False
+        # The request holds its callbacks (and through them the caller's buffer), and
+        # its future holds our completion: no cycle may keep a view of the rows alive.
+        self.meta = None
+
+
+class Answer:
+    """What a 2xx answer's headers say about the object."""
+
+    __slots__ = (
+        "cache_control",
+        "checksum",
+        "content_type",
+        "echoed",
+        "etag",
+        "key",
+        "last_modified",
+        "length",
+        "size",
+        "write_id",
+    )
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.size = -1  # the object's size (Content-Range's total for a ranged answer)
+        self.length = -1  # the answer's body length
+        self.checksum: Checksum | None = None
+        self.etag: str | None = None
+        self.content_type: str | None = None
+        self.cache_control: str | None = None
+        self.write_id: str | None = None
+        self.last_modified: datetime | None = None
+        self.echoed: str | None = None  # the checksum a PUT's answer echoes
+
+    def read(self, headers: list[tuple[str, str]]) -> None:
+        for name, value in headers:
+            lower = name.lower()
+            if lower == "content-length":
+                self.length = int(value) if value.isdigit() else -1
+                if self.size < 0:
+                    self.size = self.length
+            elif lower == "content-range":  # "bytes 0-N/total"
+                total = value.rpartition("/")[2]
+                self.size = int(total) if total.isdigit() else -1
+            elif lower == META_CHECKSUM:
+                self.checksum = Checksum.parse(value)
+            elif lower == "etag":
+                self.etag = value
+            elif lower == META_WRITE_ID:
+                self.write_id = value
+            elif lower == "content-type":
+                self.content_type = value
+            elif lower == "cache-control":
+                self.cache_control = value
+            elif lower.startswith("x-amz-checksum-") and lower != "x-amz-checksum-type":
+                self.echoed = value
+            elif lower == "last-modified":  # what renewal compares against (s3kv.renewal)
+                try:
+                    self.last_modified = parsedate_to_datetime(value)
+                except (TypeError, ValueError):
+                    pass
+
+    def info(self) -> ObjectInfo:
+        return ObjectInfo(
+            key=self.key,
+            size=self.size,
+            last_modified=self.last_modified,
+            checksum=self.checksum,
+            etag=self.etag,
+            write_id=self.write_id,
+        )
+
+
+def crt_failure(
+    exc: BaseException,
+    call: Call,
+    method: str,
+    where: str,
+    network: Network,
+    region: str,
+    seconds: float,
+) -> BaseException:
+    """The s3kv error for a request that failed, or that s3kv stopped."""
+    if call.reason == "stalled":
+        return _stalled(method, where, network, seconds)
+    if call.reason == "cancelled":
+        return TransferCancelledError(f"{method} {where}: cancelled")
+    if call.reason == "refused" and call.problem is not None:
+        return call.problem
+    if isinstance(exc, s3.S3ResponseError):
+        body = exc.body or b""
+        fields = error_fields(body)
+        return error_for(
+            method,
+            where,
+            status=int(exc.status_code),
+            code=fields.get("Code", ""),
+            message=fields.get("Message", ""),
+            headers=exc.headers or (),
+            fields=fields,
+            region=region,
+        )
+    if isinstance(exc, AwsCrtError):
+        if exc.name == "AWS_ERROR_S3_CANCELED":
+            return TransferCancelledError(f"{method} {where}: cancelled")
+        if exc.name in _STALLED:
+            return _stalled(method, where, network, seconds, exc.name)
+        if exc.name in _MALFORMED:
+            return not_s3(method, where, network.endpoint,
+                          f"{_MALFORMED[exc.name]} ({exc.name}){network.via}")
+        if exc.name in _UNREACHABLE:
+            return network.unreachable(method, where, exc.name)
+        if exc.name.startswith(("AWS_IO_TLS", "S2N", "AWS_IO_PKI")):
+            return network.tls_failed(method, where, exc.name)
+        return TransientStoreError(
+            f"{method} {where}: {network.shown}{network.via}: {exc.name}: {exc.message}"
+        )
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return TransientStoreError(f"{method} {where}: {network.shown}{network.via}: {exc}")
+    if isinstance(exc, S3KVError):
+        return exc
+    return StoreError(f"{method} {where}: {display_url(network.endpoint)}: {exc}")
+
+
+def _stalled(
+    method: str, where: str, network: Network, seconds: float, name: str = ""
+) -> TransientStoreError:
+    detail = f" ({name})" if name else ""
+    return TransientStoreError(
+        f"{method} {where}: no answer from {network.shown}{network.via} within "
+        f"{seconds:.1f}s{detail}; {TIMEOUT_HINT}"
+    )

@@ -1,0 +1,478 @@
+"""The rules every S3 request of s3kv follows, whichever client sends it.
+
+s3kv speaks S3 through two clients: awscrt carries every block GET, PUT and HEAD
+(:mod:`.crt`), boto3 the control plane (listings, deletes, copies, tags, multipart
+uploads) and the whole ``data_path=botocore`` store (:mod:`.s3`). Both follow this module,
+and no other module maps an S3 error code:
+
+* **What an answer means** (:func:`error_for`): one table from S3's error codes (and,
+  where an answer has no body, its HTTP status and headers) to s3kv's exception tree,
+  each entry with the fix: a skewed clock names the clock, a bucket in another region
+  names that region, expired credentials say so.
+* **What an answer must hold before it is believed**: an ETag and no web page
+  (:func:`check_found`), no more bytes than a block can have (:func:`oversized`), the
+  checksum a PUT sent where the store echoes it, and the token a GET sent where the store
+  echoes it (:class:`Echoes`): a stale or foreign answer never counts as ours.
+* **What a block write carries** (:func:`write_headers`, :func:`write_metadata`,
+  :func:`tagging`): create-only or If-Match, the checksum header and s3kv's metadata.
+* **How long one attempt may take** (:func:`attempt_seconds`): connect and read
+  timeouts plus the body at the minimum rate. Retrying is :mod:`s3kv.retry`'s: an error
+  is retried when it is a :class:`~s3kv.errors.TransientStoreError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from urllib.parse import quote
+
+from s3kv.errors import (
+    AccessDeniedError,
+    BucketNotFoundError,
+    ClockSkewError,
+    ExpiredCredentialsError,
+    ObjectNotFoundError,
+    SizeMismatchError,
+    StoreError,
+    TransientStoreError,
+    UnsupportedByStoreError,
+    WrongRegionError,
+)
+from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY
+from s3kv.settings import S3Settings, display_url
+from s3kv.stores.base import PutOptions
+
+Headers = Iterable[tuple[str, str]]
+
+
+class ConditionFailed(StoreError):
+    """412: a condition of the request did not hold (``If-None-Match: *`` on an object
+    that exists, ``If-Match`` on one that changed). Internal: callers turn it into
+    "already present" or "changed"."""
+
+
+class RangeNotSatisfiable(StoreError):
+    """416: no byte of the range exists (every range of a 0-byte object). Internal."""
+
+
+# -- what an answer means ---------------------------------------------------------------
+
+_POLICY = "terraform/ has writer and reader policies"
+_BUSY = "the store is busy or failed for a moment; retried"
+
+
+@dataclass(frozen=True, slots=True)
+class Meaning:
+    error: type[StoreError]
+    text: str
+
+
+CODES: Mapping[str, Meaning] = {
+    "NoSuchKey": Meaning(ObjectNotFoundError, "no such object"),
+    "NotFound": Meaning(ObjectNotFoundError, "no such object"),
+    "NoSuchBucket": Meaning(
+        BucketNotFoundError,
+        "the bucket does not exist; create it first (see terraform/) or check the bucket "
+        "name and --endpoint-url",
+    ),
+    "AccessDenied": Meaning(
+        AccessDeniedError,
+        f"access denied; check the credentials and that their policy grants this "
+        f"operation ({_POLICY})",
+    ),
+    "AllAccessDisabled": Meaning(AccessDeniedError, "all access to this bucket is disabled"),
+    "InvalidAccessKeyId": Meaning(
+        AccessDeniedError,
+        "the store knows no such access key; check AWS_ACCESS_KEY_ID or --profile, and "
+        "that --endpoint-url is the store the key belongs to",
+    ),
+    "SignatureDoesNotMatch": Meaning(
+        AccessDeniedError,
+        "the request's signature does not match; check the secret key "
+        "(AWS_SECRET_ACCESS_KEY or the profile's), or a proxy that rewrites requests",
+    ),
+    "ExpiredToken": Meaning(
+        ExpiredCredentialsError,
+        "the credentials have expired; refresh them (aws sso login, a new role session, "
+        "or the instance or pod role) and run again",
+    ),
+    "TokenRefreshRequired": Meaning(
+        ExpiredCredentialsError,
+        "the session token must be refreshed; refresh the credentials and run again",
+    ),
+    "InvalidToken": Meaning(
+        AccessDeniedError,
+        "the session token is malformed or not valid; check AWS_SESSION_TOKEN or the "
+        "profile's credentials",
+    ),
+    "RequestTimeTooSkewed": Meaning(ClockSkewError, ""),
+    "RequestExpired": Meaning(ClockSkewError, ""),
+    "PermanentRedirect": Meaning(WrongRegionError, ""),
+    "AuthorizationHeaderMalformed": Meaning(WrongRegionError, ""),
+    "IllegalLocationConstraintException": Meaning(WrongRegionError, ""),
+    "NotImplemented": Meaning(UnsupportedByStoreError, ""),
+    "PreconditionFailed": Meaning(ConditionFailed, "a condition of the request failed"),
+    "InvalidRange": Meaning(RangeNotSatisfiable, "no such range"),
+    "SlowDown": Meaning(TransientStoreError, _BUSY),
+    "ServiceUnavailable": Meaning(TransientStoreError, _BUSY),
+    "InternalError": Meaning(TransientStoreError, _BUSY),
+    "RequestTimeout": Meaning(TransientStoreError, "the store timed out reading the request"),
+    "Throttling": Meaning(TransientStoreError, _BUSY),
+    "ThrottlingException": Meaning(TransientStoreError, _BUSY),
+    "TooManyRequests": Meaning(TransientStoreError, _BUSY),
+    "OperationAborted": Meaning(TransientStoreError, "a conflicting operation is under way"),
+    "ConditionalRequestConflict": Meaning(
+        TransientStoreError, "a conflicting conditional write is under way"
+    ),
+    "EntityTooLarge": Meaning(
+        StoreError,
+        "the object is larger than the store takes in one PUT; lower "
+        "S3KV_MULTIPART_THRESHOLD_BYTES",
+    ),
+}
+"""S3's error codes (``<Code>`` of an error body) and what they mean. Codes not here keep
+the store's own words, as a :class:`StoreError`."""
+
+STATUSES: Mapping[int, Meaning] = {
+    301: Meaning(WrongRegionError, ""),
+    307: Meaning(TransientStoreError, "the store redirected the request for a moment"),
+    403: CODES["AccessDenied"],
+    404: CODES["NoSuchKey"],
+    409: CODES["ConditionalRequestConflict"],
+    412: CODES["PreconditionFailed"],
+    416: CODES["InvalidRange"],
+    429: CODES["SlowDown"],
+    501: CODES["NotImplemented"],
+}
+"""HTTP statuses, for answers without an error code (a HEAD has no body)."""
+
+SKEW_LIMIT_SECONDS = 15 * 60
+"""How far S3 lets a request's time be from its own clock."""
+
+
+def error_for(
+    operation: str,
+    where: str,
+    *,
+    status: int,
+    code: str = "",
+    message: str = "",
+    headers: Headers = (),
+    fields: Mapping[str, str] | None = None,
+    region: str | None = None,
+) -> StoreError:
+    """The s3kv error an S3 answer of ``status`` (>= 300) means.
+
+    ``code`` and ``message`` are the error body's (``<Code>``, ``<Message>``; empty for a
+    HEAD), ``fields`` the body's other fields (``Region``, ``ServerTime``), ``headers`` the
+    answer's, ``region`` the region requests were signed for.
+    """
+    heads = {k.lower(): v for k, v in headers}
+    fields = fields or {}
+    bucket_region = heads.get("x-amz-bucket-region") or fields.get("Region")
+    meaning = CODES.get(code) or (None if code else STATUSES.get(status))
+    kind = meaning.error if meaning is not None else None
+    if bucket_region and bucket_region != region and status in (301, 400, 403):
+        kind = WrongRegionError  # S3 names the bucket's region on any of these
+    if kind is None and status >= 500:
+        kind = TransientStoreError
+    if kind in (AccessDeniedError, None) and status in (400, 403):
+        skew = _skew(heads, fields)
+        if skew is not None and abs(skew) > SKEW_LIMIT_SECONDS:
+            kind = ClockSkewError
+    head = f"{operation} {where}"
+    label = code or f"HTTP {status}"
+    if kind is WrongRegionError:
+        return WrongRegionError(f"{head}: {_region_text(bucket_region)}", region=bucket_region)
+    if kind is ClockSkewError:
+        return ClockSkewError(f"{head}: {label}: {_skew_text(_skew(heads, fields))}")
+    if kind is UnsupportedByStoreError:
+        return not_implemented(operation, where, message or label)
+    if kind is TransientStoreError:
+        text = meaning.text if meaning is not None else _BUSY
+        return TransientStoreError(
+            f"{head}: {label}: {text}", retry_after=retry_after(heads.items())
+        )
+    if kind is None or meaning is None:
+        return StoreError(f"{head}: {label}" + (f": {message}" if message else ""))
+    if kind in (ObjectNotFoundError, ConditionFailed, RangeNotSatisfiable):
+        return kind(f"{head}: {meaning.text}")
+    return kind(f"{head}: {meaning.text} ({label})")
+
+
+def gone_or_changed(code: str) -> bool:
+    """Whether a DeleteObjects entry's error code says the object is gone, or no longer
+    the one the delete was conditioned on (nothing was freed by this delete)."""
+    meaning = CODES.get(code) or (STATUSES.get(int(code)) if code.isdigit() else None)
+    return meaning is not None and meaning.error in (ObjectNotFoundError, ConditionFailed)
+
+
+def _region_text(region: str | None) -> str:
+    if region:
+        return (
+            f"the bucket is in region {region}; pass --region {region} (or set AWS_REGION "
+            "or the profile's region)"
+        )
+    return (
+        "the bucket is in another region than the one requests are signed for; pass its "
+        "region with --region (aws s3api get-bucket-location names it)"
+    )
+
+
+def _skew(heads: Mapping[str, str], fields: Mapping[str, str]) -> float | None:
+    """Seconds this host's clock is ahead of the store's, from the answer's ``Date``
+    header (or the error body's ``ServerTime``), or None."""
+    stamp = heads.get("date") or fields.get("ServerTime")
+    if not stamp:
+        return None
+    try:
+        when = parsedate_to_datetime(stamp).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        try:
+            from datetime import datetime
+
+            when = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return time.time() - when
+
+
+def _skew_text(skew: float | None) -> str:
+    fix = (
+        "S3 refuses requests whose time is more than 15 minutes from its own; sync this "
+        "host's clock (chrony, ntpd or systemd-timesyncd) and run again"
+    )
+    if skew is None:
+        return f"this host's clock is too far from the store's: {fix}"
+    direction = "ahead of" if skew > 0 else "behind"
+    return f"this host's clock is {_duration(abs(skew))} {direction} the store's: {fix}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} hours"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds:.0f} seconds"
+
+
+def not_implemented(operation: str, where: str, detail: str) -> UnsupportedByStoreError:
+    """501: the store lacks a feature. Never retried: asking again gets the same answer."""
+    return UnsupportedByStoreError(
+        f"{operation} {where}: the store answered 501 NotImplemented ({detail}); it may not "
+        "support conditional writes (If-None-Match: *, which s3kv's create-only writes "
+        "need) or object tags: set S3KV_TAG_BLOCKS=false for a store without tags, and "
+        "use a store version that supports If-None-Match on PUT"
+    )
+
+
+def retry_after(headers: Iterable[tuple[str, str]]) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta seconds or an HTTP date), or None."""
+    for name, value in headers:
+        if name.lower() != "retry-after":
+            continue
+        value = value.strip()
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    return None
+
+
+_FIELD = re.compile(rb"<(Code|Message|Region|ServerTime|RequestTime)>([^<]{0,512})</\1>")
+
+
+def error_fields(body: bytes) -> dict[str, str]:
+    """The fields of an S3 error body (``<Code>``, ``<Message>``, ``<Region>``...)."""
+    found = _FIELD.finditer(body)
+    return {m.group(1).decode(): m.group(2).decode("utf-8", "replace") for m in found}
+
+
+# -- what an answer must hold -------------------------------------------------------------
+
+TIMEOUT_HINT = (
+    "check --endpoint-url, or raise S3KV_CONNECT_TIMEOUT/S3KV_READ_TIMEOUT (seconds)"
+)
+
+
+def no_answer(operation: str, where: str, endpoint: str, seconds: float) -> TransientStoreError:
+    """A request the endpoint never (or too slowly) answered: name it and the settings."""
+    return TransientStoreError(
+        f"{operation} {where}: no answer from {display_url(endpoint)} within {seconds:.1f}s; "
+        f"{TIMEOUT_HINT}"
+    )
+
+
+def not_s3(operation: str, where: str, endpoint: str, what: str) -> TransientStoreError:
+    """An answer no S3 store gives (an HTML page or an empty body with 200, no ETag): a
+    console port, a proxy or a captive portal. Retried, since a proxy may recover."""
+    return TransientStoreError(
+        f"{operation} {where}: {display_url(endpoint)} answered {what}: not an S3 answer (a "
+        "web console, proxy or captive portal at that address?); check --endpoint-url"
+    )
+
+
+def check_found(
+    operation: str, where: str, endpoint: str, etag: str | None, content_type: str | None
+) -> None:
+    """A GET or HEAD answer from S3 has an ETag and is no web page."""
+    if not etag:
+        raise not_s3(operation, where, endpoint, "200 without an ETag")
+    if content_type and content_type.lower().startswith("text/html"):
+        raise not_s3(operation, where, endpoint, "200 with an HTML page")
+
+
+def oversized(where: str, size: int, max_bytes: int) -> SizeMismatchError:
+    """An object larger than any block it could be: not read."""
+    return SizeMismatchError(
+        f"GET {where}: object is {size} bytes, more than the {max_bytes} expected (a "
+        "foreign or damaged object under a block key); not read"
+    )
+
+
+def size_mismatch(where: str, size: int, expected: int) -> SizeMismatchError:
+    return SizeMismatchError(
+        f"GET {where}: object is {size} bytes, expected {expected} (a truncated or foreign "
+        "object, or a buffer of the wrong size)"
+    )
+
+
+def cut_short(operation: str, where: str, got: int, size: int) -> TransientStoreError:
+    return TransientStoreError(
+        f"{operation} {where}: connection closed after {got} of {size} bytes"
+    )
+
+
+class Echoes:
+    """What a store echoes back, learnt from its answers (one per store).
+
+    A PUT that sends ``x-amz-checksum-crc32c`` is answered with that checksum by AWS and
+    MinIO: an answer with another value is damage on the way, and, once the store has
+    echoed it, an answer without it is not the store's answer to this write (a stale
+    answer on a desynchronised connection, or a middlebox that fakes answers). A GET
+    sends a token of its own (``response-cache-control``, which S3, Ceph RGW and MinIO
+    echo as ``Cache-Control``): an answer without our token is some other request's, and
+    its bytes never count as this block's. Until a store has echoed, only the framing of
+    its answers (kept by the HTTP client) vouches for them.
+    """
+
+    __slots__ = ("checksum", "token")
+
+    def __init__(self) -> None:
+        self.checksum = False
+        self.token = False
+
+    def check_stored(
+        self,
+        where: str,
+        endpoint: str,
+        *,
+        etag: str | None,
+        options: PutOptions,
+        echoed: str | None,
+    ) -> None:
+        """A PUT's answer must say the object was written: an ETag, and the checksum
+        sent where the store echoes one (Ceph RGW 16 and moto echo none)."""
+        if not etag:
+            raise not_s3("PUT", where, endpoint, "200 without an ETag")
+        ours = options.checksum
+        if ours is None:
+            return
+        if echoed:
+            self.checksum = True
+            if echoed != ours.value:
+                raise StoreError(
+                    f"PUT {where}: the store recorded {ours.algorithm} {echoed}, not the "
+                    f"{ours.value} sent: the bytes changed on the way; run 's3kv verify --deep'"
+                )
+        elif self.checksum:
+            raise TransientStoreError(
+                f"PUT {where}: {display_url(endpoint)} answered without the checksum it "
+                "echoes to every write: not the answer to this write (a stale answer, or a "
+                "proxy that answers for the store); retried"
+            )
+
+    def check_token(self, operation: str, where: str, endpoint: str, token: str,
+                    cache_control: str | None) -> None:
+        """A GET's answer must carry the token its request sent, once the store echoes."""
+        if cache_control == token:
+            self.token = True
+        elif self.token or (cache_control or "").startswith(TOKEN_PREFIX):
+            raise TransientStoreError(
+                f"{operation} {where}: the answer belongs to another request (its token is "
+                f"{cache_control or 'missing'}): a stale answer on the connection, or a "
+                "proxy that answers for the store; retried on a fresh connection"
+            )
+
+
+TOKEN_PARAMETER = "response-cache-control"
+TOKEN_PREFIX = "s3kv-"
+_tokens = itertools.count(1)
+_process = os.urandom(4).hex()
+
+
+def request_token() -> str:
+    """A token unique to one request of this process (echoed as ``Cache-Control``)."""
+    return f"{TOKEN_PREFIX}{_process}-{next(_tokens):x}"
+
+
+# -- what a block write carries ----------------------------------------------------------
+
+META_CHECKSUM = f"x-amz-meta-{METADATA_KEY}"
+META_WRITE_ID = f"x-amz-meta-{WRITE_ID_KEY}"
+
+
+def write_metadata(options: PutOptions) -> dict[str, str]:
+    """s3kv's user metadata of a write: its checksum and its write token."""
+    metadata = {}
+    if options.checksum is not None:
+        metadata[METADATA_KEY] = options.checksum.header()
+    if options.write_id is not None:
+        metadata[WRITE_ID_KEY] = options.write_id
+    return metadata
+
+
+def tagging(options: PutOptions, settings: S3Settings) -> str:
+    """The ``x-amz-tagging`` value of a write ("" for none, or with tags turned off)."""
+    if not options.tags or not settings.tag_blocks:
+        return ""
+    return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in options.tags.items())
+
+
+def write_headers(options: PutOptions, settings: S3Settings) -> list[tuple[str, str]]:
+    """A block PUT's headers: its condition, checksum, metadata and tags."""
+    headers: list[tuple[str, str]] = []
+    if options.create_only:
+        headers.append(("If-None-Match", "*"))
+    if options.if_match is not None:
+        headers.append(("If-Match", options.if_match))
+    if options.checksum is not None:
+        headers.append((f"x-amz-checksum-{options.checksum.algorithm}", options.checksum.value))
+    headers += [(f"x-amz-meta-{k}", v) for k, v in write_metadata(options).items()]
+    tags = tagging(options, settings)
+    if tags:
+        headers.append(("x-amz-tagging", tags))
+    return headers
+
+
+# -- how long an attempt may take ----------------------------------------------------------
+
+
+def attempt_seconds(settings: S3Settings, nbytes: int = 0) -> float:
+    """The most one request may take: the connect and read timeouts, plus its body
+    (``nbytes``, sent or received) at the minimum rate. A request still running then is
+    cancelled and retried: a trickle ends like a stall."""
+    return (
+        settings.connect_timeout_seconds
+        + settings.read_timeout_seconds
+        + nbytes / settings.min_rate_bytes_per_second
+    )
