@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from s3kv import integrity
-from s3kv.errors import NamespaceConflictError, S3KVError, TransientStoreError
+from s3kv.errors import NamespaceConflictError, S3KVError
 from s3kv.jobs import BlockResult, TransferJob
 from s3kv.listing import read_capped
 from s3kv.pipeline import Done, PipelinedJob
@@ -170,15 +170,12 @@ class Uploader(Transfer):
 class _PutAttempt:
     """One block's create-only PUT on a store that submits without blocking."""
 
-    __slots__ = ("key", "object_key", "options", "unsure", "uploader", "view")
+    __slots__ = ("key", "object_key", "options", "uploader", "view")
 
     def __init__(self, uploader: Uploader, key: bytes, view: memoryview) -> None:
         self.uploader, self.key, self.view = uploader, key, view
         self.object_key = uploader.keys.key_for(key)
         self.options: PutOptions | None = None  # at the first start, off the caller's thread
-        # A 412 may answer our own write whose answer was lost: after a failed attempt, or
-        # always where the transport resends on its own.
-        self.unsure = uploader.store.retries_itself
 
     def start(self, done: Done) -> Cancel:
         up, key, size = self.uploader, self.key, len(self.view)
@@ -193,23 +190,20 @@ class _PutAttempt:
 
         def finished(created: bool | None, error: BaseException | None) -> None:
             if error is not None:
-                self.unsure = self.unsure or isinstance(error, TransientStoreError)
                 done(None, error)
             elif created:
                 done(BlockResult(key, "done", nbytes=size), None)
-            elif self.unsure:
-                # 412 after a lost answer: a HEAD tells whose object it is, off the
-                # transport's thread (a blocking request there could stall its loop).
-                up.executor.submit(self._settle_unsure, options, done)
             else:
-                done(BlockResult(key, "already_present"), None)
+                # 412: a HEAD tells whose object it is (writes.landed), off the
+                # transport's thread (a blocking request there could stall its loop).
+                up.executor.submit(self._settle_412, options, done)
 
         return up.store.submit_put(self.object_key, self.view, options, done.guard(finished))
 
-    def _settle_unsure(self, options: PutOptions, done: Done) -> None:
+    def _settle_412(self, options: PutOptions, done: Done) -> None:
         up = self.uploader
         try:
-            ours = landed(up.store, self.object_key, options, len(self.view), up.settings)
+            ours = landed(up.store, self.object_key, options, len(self.view))
         except BaseException as exc:
             done(None, exc)
             return

@@ -3,11 +3,13 @@
 Every s3kv write is create-only (``If-None-Match: *``): 412 means the object was there.
 Two things can make that count lie, and this module is the one place that handles them:
 
-* **A write that landed but whose answer was lost** (the connection dropped after the
-  store kept the object): the retry gets 412 and would count "already present". Each
-  block write carries a token of its own in metadata (:func:`write_id`); after a failed
-  attempt (and on awscrt's path, which may resend on its own, after any 412) a HEAD
-  tells: the object holding our token is our write, counted stored.
+* **A 412 is not taken on trust.** A write that landed but whose answer was lost (the
+  connection dropped after the store kept the object) gets 412 on its retry, and a
+  desynchronised connection can hand a write another request's 412. Each block write
+  carries a token of its own in metadata (:func:`write_id`); after any 412 a HEAD tells
+  (:func:`landed`): the object holding our token is our write, counted stored; another
+  object is "already present"; no object at all means the 412 was not the store's answer
+  to this write, which is tried again.
 * **A store that ignores If-None-Match** (older MinIO, some gateways) overwrites whatever
   is there and answers 200: every write would count "stored" and a racing writer's
   object could be replaced. The first write of a session (the manifest, written before
@@ -48,30 +50,30 @@ def put_create_only(
     cancelled: threading.Event | None = None,
 ) -> bool:
     """A create-only PUT under the retry policy; True if the object is the one we sent
-    and this call stored it (see :func:`landed` for a 412 after a lost answer)."""
-    unsure = store.retries_itself
+    and this call stored it (see :func:`landed` for what a 412 means)."""
 
     def attempt() -> bool:
-        nonlocal unsure
-        try:
-            return store.put(key, data, options)
-        except TransientStoreError:
-            unsure = True  # it may have been stored before the failure
-            raise
+        if store.put(key, data, options):
+            return True
+        return landed(store, key, options, len(memoryview(data)))
 
-    created = with_retries(attempt, settings, cancelled=cancelled)
-    if not created and unsure:
-        return landed(store, key, options, len(memoryview(data)), settings)
-    return created
+    return with_retries(attempt, settings, cancelled=cancelled)
 
 
-def landed(store: Store, key: str, options: PutOptions, size: int, settings: S3Settings) -> bool:
-    """Whether a 412 that followed a failed attempt found our own write: the object
-    holds our write's token and size (without a token we cannot tell: False)."""
+def landed(store: Store, key: str, options: PutOptions, size: int) -> bool:
+    """What a 412 to a create-only PUT found: our own write (a lost answer: True), or
+    another object (False). No object at all means the 412 was not the store's answer to
+    this write (a stale answer on a desynchronised connection):
+    :class:`TransientStoreError`, and the write is tried again."""
+    info = store.head(key)
+    if info is None:
+        raise TransientStoreError(
+            f"PUT {store.name}/{key}: answered 412 (already exists), but no object is "
+            "there: not the store's answer to this write; retried"
+        )
     if options.write_id is None:
         return False
-    info = with_retries(lambda: store.head(key), settings)
-    return info is not None and info.size == size and info.write_id == options.write_id
+    return info.size == size and info.write_id == options.write_id
 
 
 def prove_create_only(store: Store, key: str, stored: bytes, settings: S3Settings) -> None:

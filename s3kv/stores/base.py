@@ -71,10 +71,6 @@ class Store(abc.ABC):
     #: a short name for messages: "s3://bucket" or the directory.
     name: str
 
-    #: The transport may resend a request on its own (awscrt does, once): a 412 on a
-    #: create-only write may then answer a resend of our own write whose answer was lost.
-    retries_itself = False
-
     @abc.abstractmethod
     def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         """The whole object. With ``max_bytes``, a larger object raises

@@ -74,23 +74,38 @@ PutDone = Callable[[bool | None, BaseException | None], None]
 class CrtS3Store(S3Store):
     """:class:`S3Store` with block PUT, GET and HEAD on awscrt's S3 client."""
 
-    retries_itself = True  # one quick retry of its own (see retry_config below)
-
     def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
         super().__init__(bucket, settings, client=client)
         provider = _provider(self.client._request_signer._credentials)
         # Exactly where boto3 sends this bucket's requests (profile, services section,
         # partition, FIPS, dual-stack, a path in the endpoint URL, addressing style).
         self.target: DataEndpoint = data_endpoint(self.client, bucket)
+        self._provider = provider
         self._crt = _client(self.target, settings, self.network.ca_bundle, provider)
-        self._watchdog = Watchdog(settings.connect_timeout_seconds + settings.read_timeout_seconds)
-        self.echoes = Echoes()
+        self._crt_lock = threading.Lock()
+        self._renewed = 0.0
+        self._calls = Watchdog(settings.connect_timeout_seconds + settings.read_timeout_seconds)
+        self.echoes = Echoes(on_foreign=self._retire_connections)
         self._trace = trace_enabled()
         # Requests awscrt has not let go of yet (see quiesce), pruned as they go.
         self._live: set[threading.Event] = set()
         self._live_lock = threading.Lock()
 
     # -- one request --------------------------------------------------------------------
+
+    def _retire_connections(self) -> None:
+        """An answer that was another request's came on a kept-alive connection (a stale
+        answer, a desynchronised proxy). awscrt hands a part's answer over only once it
+        is in whole, so that connection looks healthy to it and would carry the leftover
+        answer to the next request: new requests go to a new client (new connections),
+        and the old one closes its connections once its requests in flight ended."""
+        with self._crt_lock:
+            now = time.monotonic()
+            if now - self._renewed < 0.5:  # one renewal retires them all
+                return
+            self._renewed = now
+            self._crt = _client(self.target, self.settings, self.network.ca_bundle,
+                                self._provider)
 
     def start(
         self,
@@ -116,7 +131,7 @@ class CrtS3Store(S3Store):
         request = http.HttpRequest(
             method, path, http.HttpHeaders(fields), _Body(body) if body is not None else None
         )
-        self._watchdog.watch(call)
+        self._calls.watch(call)
         try:
             meta = self._crt.make_request(
                 type=kind,
@@ -127,7 +142,7 @@ class CrtS3Store(S3Store):
                 part_size=part_bytes,
             )
         except BaseException:
-            self._watchdog.forget(call)
+            self._calls.forget(call)
             raise
         call.started(meta)
         with self._live_lock:
@@ -139,7 +154,7 @@ class CrtS3Store(S3Store):
 
     def ended(self, call: Call) -> None:
         call.finish()
-        self._watchdog.forget(call)
+        self._calls.forget(call)
 
     def failure(self, exc: BaseException, call: Call, method: str, where: str,
                 nbytes: int = 0) -> BaseException:
@@ -332,7 +347,7 @@ class CrtS3Store(S3Store):
         return True
 
     def close(self) -> None:
-        self._watchdog.close()
+        self._calls.close()
         super().close()
 
 

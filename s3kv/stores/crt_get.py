@@ -119,10 +119,10 @@ class BlockGet:
                 if answer.size != expected:
                     raise size_mismatch(where, answer.size, expected)
                 if answer.length != length:
-                    raise TransientStoreError(
+                    raise store.echoes.foreign(TransientStoreError(
                         f"GET {where}: an answer of {answer.length} bytes to a range of "
-                        f"{length}; retried"
-                    )
+                        f"{length}: not this request's; retried"
+                    ))
             except S3KVError as problem:  # read no further
                 call.stop("refused", problem)
 

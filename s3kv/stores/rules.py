@@ -25,8 +25,10 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote
@@ -352,6 +354,29 @@ def cut_short(operation: str, where: str, got: int, size: int) -> TransientStore
     )
 
 
+_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+
+
+def ranged_size(where: str, content_range: str | None, length: int, first: int) -> int:
+    """The object's size from a GET's answer: ``Content-Range``'s total for a ranged
+    answer, checked to be the range asked from ``first`` and as long as its
+    ``Content-Length`` (else the answer is no well-framed one: retried); the length for
+    a whole one."""
+    if not content_range:
+        return length
+    found = _RANGE.fullmatch(content_range.strip())
+    if found is None or found.group(3) == "*":
+        raise TransientStoreError(f"GET {where}: a Content-Range S3 never sends "
+                                  f"({content_range!r}); retried")
+    start, end = int(found.group(1)), int(found.group(2))
+    if start != first or end - start + 1 != length:
+        raise TransientStoreError(
+            f"GET {where}: an answer of {length} bytes for the range {start}-{end} of what "
+            f"was asked from byte {first}: not framed as S3 frames it; retried"
+        )
+    return int(found.group(3))
+
+
 class Echoes:
     """What a store echoes back, learnt from its answers (one per store).
 
@@ -361,15 +386,27 @@ class Echoes:
     answer on a desynchronised connection, or a middlebox that fakes answers). A GET
     sends a token of its own (``response-cache-control``, which S3, Ceph RGW and MinIO
     echo as ``Cache-Control``): an answer without our token is some other request's, and
-    its bytes never count as this block's. Until a store has echoed, only the framing of
-    its answers (kept by the HTTP client) vouches for them.
+    its bytes never count as this block's. On every store, a PUT answered with the ETag
+    an earlier write of other bytes got is a replayed answer (a single-part object's ETag
+    is its bytes' MD5). Until a store has echoed, only the framing of its answers (kept by
+    the HTTP client) and the ETag memory vouch for them.
     """
 
-    __slots__ = ("checksum", "token")
+    __slots__ = ("_etags", "_lock", "checksum", "on_foreign", "token")
 
-    def __init__(self) -> None:
+    def __init__(self, on_foreign: Callable[[], None] | None = None) -> None:
         self.checksum = False
         self.token = False
+        self.on_foreign = on_foreign
+        """Called when an answer was another request's: the client retires connections."""
+        self._etags: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def foreign(self, error: TransientStoreError) -> TransientStoreError:
+        """``error``, after the client was told to retire its kept-alive connections."""
+        if self.on_foreign is not None:
+            self.on_foreign()
+        return error
 
     def check_stored(
         self,
@@ -389,17 +426,30 @@ class Echoes:
             return
         if echoed:
             self.checksum = True
-            if echoed != ours.value:
-                raise StoreError(
-                    f"PUT {where}: the store recorded {ours.algorithm} {echoed}, not the "
-                    f"{ours.value} sent: the bytes changed on the way; run 's3kv verify --deep'"
-                )
+            if echoed != ours.value:  # S3 refuses a body of another checksum (BadDigest)
+                raise self.foreign(TransientStoreError(
+                    f"PUT {where}: the answer names {ours.algorithm} {echoed}, not the "
+                    f"{ours.value} sent: another write's answer (a stale answer on the "
+                    "connection, or a proxy that answers for the store); retried"
+                ))
         elif self.checksum:
-            raise TransientStoreError(
+            raise self.foreign(TransientStoreError(
                 f"PUT {where}: {display_url(endpoint)} answered without the checksum it "
                 "echoes to every write: not the answer to this write (a stale answer, or a "
                 "proxy that answers for the store); retried"
-            )
+            ))
+        with self._lock:  # the ETag of another write's bytes: its answer, replayed
+            other = self._etags.get(etag)
+            if other is None:
+                self._etags[etag] = ours.value
+                if len(self._etags) > _ETAGS_KEPT:
+                    self._etags.popitem(last=False)
+        if other is not None and other != ours.value:
+            raise self.foreign(TransientStoreError(
+                f"PUT {where}: {display_url(endpoint)} answered with the ETag of another "
+                "write (a stale answer on the connection, or a proxy replaying answers); "
+                "retried"
+            ))
 
     def check_token(self, operation: str, where: str, endpoint: str, token: str,
                     cache_control: str | None) -> None:
@@ -407,12 +457,15 @@ class Echoes:
         if cache_control == token:
             self.token = True
         elif self.token or (cache_control or "").startswith(TOKEN_PREFIX):
-            raise TransientStoreError(
+            raise self.foreign(TransientStoreError(
                 f"{operation} {where}: the answer belongs to another request (its token is "
                 f"{cache_control or 'missing'}): a stale answer on the connection, or a "
                 "proxy that answers for the store; retried on a fresh connection"
-            )
+            ))
 
+
+_ETAGS_KEPT = 4096
+"""PUT answers' ETags remembered per store, to tell a replayed answer."""
 
 TOKEN_PARAMETER = "response-cache-control"
 TOKEN_PREFIX = "s3kv-"

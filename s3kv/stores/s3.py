@@ -14,13 +14,15 @@ keys the store names as deleted. Anything else is no S3 answer and names the end
 from __future__ import annotations
 
 import http.client
+import socket
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import ClientError
 
 from s3kv.errors import ObjectNotFoundError, StoreError
 from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY, Buffer, Checksum
@@ -28,23 +30,28 @@ from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores.base import DELETE_BATCH, MultipartUpload, ObjectInfo, PutOptions, Store
 from s3kv.stores.endpoint import addressing_style, configured_endpoint
-from s3kv.stores.errors import client_setup, code_of, translated
+from s3kv.stores.errors import client_setup, translated
 from s3kv.stores.network import Network, network_for
 from s3kv.stores.pages import PageGuard
 from s3kv.stores.rules import (
     ConditionFailed,
     Echoes,
+    RangeNotSatisfiable,
+    attempt_seconds,
     check_found,
     cut_short,
     gone_or_changed,
+    no_answer,
     not_s3,
     oversized,
+    ranged_size,
     request_token,
     size_mismatch,
     tagging,
     write_metadata,
 )
 from s3kv.stores.trace import trace_botocore, trace_enabled
+from s3kv.stores.watchdog import Watchdog
 
 
 def make_client(
@@ -117,20 +124,36 @@ class S3Store(Store):
         self.endpoint = str(self.client.meta.endpoint_url)
         self.network = network_for(self.endpoint, settings, session)
         self.region = self.client.meta.region_name
-        self.echoes = Echoes()
+        self.echoes = Echoes(on_foreign=self._retire_connections)
+        self._watchdog = Watchdog(settings.read_timeout_seconds, name="s3kv-body-watchdog")
         self.name = f"s3://{bucket}"
 
     def _where(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
+
+    def _retire_connections(self) -> None:
+        """An answer that was another request's came on a kept-alive connection: close
+        the idle ones (the culprit among them), so no later request reads its leftover."""
+        session = getattr(getattr(self.client, "_endpoint", None), "http_session", None)
+        if session is not None:
+            session.close()
 
     def _translated(self, operation: str, where: str) -> Any:
         return translated(operation, where, self.network, self.region)
 
     # -- reads ------------------------------------------------------------------------
 
-    def _get_object(self, key: str, where: str, **params: Any) -> dict[str, Any]:
-        """A GetObject bound to its request: the token it sends must come back."""
+    def _get_object(
+        self, key: str, where: str, *, first: int = 0, last: int | None = None
+    ) -> tuple[dict[str, Any], int]:
+        """A GetObject bound to its request (the token it sends must come back), of bytes
+        ``first`` to ``last`` (inclusive; None: to the end) when ``last`` or ``first``
+        is set; the answer and the object's size. A ranged answer must be of the range
+        asked (``Content-Range``, ``Content-Length``), else it is a wire fault."""
         token = request_token()
+        params: dict[str, Any] = {}
+        if first or last is not None:
+            params["Range"] = f"bytes={first}-" + ("" if last is None else str(last))
         resp: dict[str, Any] = self.client.get_object(
             Bucket=self.bucket, Key=key, ResponseCacheControl=token, **params
         )
@@ -139,66 +162,91 @@ class S3Store(Store):
                         resp.get("ContentType"))
             self.echoes.check_token("GET", where, self.network.endpoint, token,
                                     resp.get("CacheControl"))
+            if not isinstance(resp.get("ContentLength"), int):
+                raise not_s3("GET", where, self.network.endpoint, "no Content-Length")
+            size = ranged_size(where, resp.get("ContentRange"), resp["ContentLength"], first)
         except StoreError:
             resp["Body"].close()  # never read: the connection is dropped instead
             raise
-        return resp
+        return resp, size
 
     def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         where = self._where(key)
+        started = time.monotonic()
+        try:
+            with self._translated("GET", where):
+                resp, size = self._get_object(
+                    key, where, last=None if max_bytes is None else max_bytes - 1
+                )
+        except RangeNotSatisfiable:
+            return b"", ObjectInfo(key=key, size=0)  # a 0-byte object: its callers judge it
         with self._translated("GET", where):
-            resp = self._get_object(key, where)
-            info = self._info("GET", where, key, resp)
-            if max_bytes is not None and info.size > max_bytes:
+            info = replace(self._info("GET", where, key, resp), size=size)
+            if max_bytes is not None and size > max_bytes:
                 resp["Body"].close()  # never read: the connection is dropped instead
-                raise oversized(where, info.size, max_bytes)
-            data: bytes = resp["Body"].read()
-        if len(data) != info.size:
-            raise cut_short("GET", where, len(data), info.size)
-        return data, info
+                raise oversized(where, size, max_bytes)
+            data = bytearray(resp["ContentLength"])
+            self._read(resp["Body"], memoryview(data), where, started)
+        return bytes(data), info
 
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
         where = self._where(key)
+        started = time.monotonic()
+        try:
+            with self._translated("GET", where):
+                resp, size = self._get_object(key, where, last=len(buffer) - 1)
+        except RangeNotSatisfiable:
+            raise size_mismatch(where, 0, len(buffer)) from None
         with self._translated("GET", where):
-            resp = self._get_object(key, where)
             body = resp["Body"]
-            try:
-                info = self._info("GET", where, key, resp)
-            except StoreError:
+            if size != len(buffer) or resp["ContentLength"] != len(buffer):
                 body.close()
-                raise
-            if info.size != len(buffer):
-                body.close()
-                raise size_mismatch(where, info.size, len(buffer))
-            _read_into(body, buffer, where)
+                raise size_mismatch(where, size, len(buffer))
+            info = replace(self._info("GET", where, key, resp), size=size)
+            self._read(body, buffer, where, started)
         return info
+
+    def _read(self, body: Any, buffer: memoryview, where: str, started: float) -> None:
+        """A body into ``buffer``, within the request's deadline: botocore bounds each
+        read by the read timeout, not a body that trickles in, so past the deadline
+        (:func:`.rules.attempt_seconds`) its connection is shut down."""
+        seconds = attempt_seconds(self.settings, len(buffer))
+        watch = _BodyWatch(body, started + seconds)
+        if watch.sock is not None:
+            self._watchdog.watch(watch)
+        try:
+            _read_into(body, buffer, where)
+        except Exception as exc:
+            if watch.expired:
+                raise no_answer("GET", where, self.network.endpoint, seconds) from exc
+            raise
+        finally:
+            self._watchdog.forget(watch)
 
     def get_range(self, key: str, *, start: int, end: int | None = None) -> bytes:
         where = self._where(key)
-        spec = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
+        started = time.monotonic()
+        try:
+            with self._translated("GET", where):
+                resp, _ = self._get_object(
+                    key, where, first=start, last=None if end is None else end - 1
+                )
+        except RangeNotSatisfiable:
+            # S3 answers 416 for a range starting at or past the end (any range of an
+            # empty object); a directory's read returns no bytes: so do we.
+            return b""
         with self._translated("GET", where):
-            try:
-                resp = self._get_object(key, where, Range=spec)
-            except ClientError as exc:
-                # S3 answers 416 for a range starting at or past the end (any range of an
-                # empty object); a directory's read returns no bytes: so do we.
-                if code_of(exc) == "InvalidRange" or exc.response.get(
-                    "ResponseMetadata", {}
-                ).get("HTTPStatusCode") == 416:
-                    return b""
-                raise
-            data: bytes = resp["Body"].read()
-        return data
+            data = bytearray(resp["ContentLength"])
+            self._read(resp["Body"], memoryview(data), where, started)
+        return bytes(data)
 
     def head(self, key: str) -> ObjectInfo | None:
         where = self._where(key)
-        with self._translated("HEAD", where):
-            try:
+        try:
+            with self._translated("HEAD", where):
                 resp = self.client.head_object(Bucket=self.bucket, Key=key)
-            except ClientError as exc:
-                if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
-                    return None
-                raise
+        except ObjectNotFoundError:
+            return None
         return self._info("HEAD", where, key, resp)
 
     def _info(self, operation: str, where: str, key: str, resp: dict[str, Any]) -> ObjectInfo:
@@ -468,6 +516,7 @@ class S3Store(Store):
             )
 
     def close(self) -> None:
+        self._watchdog.close()
         self.client.close()
 
 
@@ -502,6 +551,27 @@ def _info(key: str, resp: dict[str, Any]) -> ObjectInfo:
         etag=resp.get("ETag"),
         write_id=metadata.get(WRITE_ID_KEY),
     )
+
+
+class _BodyWatch:
+    """A botocore body being read; expired, its socket is shut down, which ends the read."""
+
+    __slots__ = ("deadline", "expired", "last", "sock")
+
+    def __init__(self, body: Any, deadline: float) -> None:
+        fp = getattr(getattr(body, "_raw_stream", None), "_fp", None)
+        raw = getattr(getattr(fp, "fp", None), "raw", None)
+        self.sock: socket.socket | None = getattr(raw, "_sock", None)
+        self.deadline = self.last = deadline  # silence is the read timeout's (botocore)
+        self.expired = False
+
+    def expire(self) -> None:
+        self.expired = True
+        if self.sock is not None:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def _read_into(body: Any, buffer: memoryview, where: str) -> None:

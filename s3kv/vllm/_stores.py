@@ -31,7 +31,6 @@ class ForwardingStore(Store):
     def __init__(self, inner: Store) -> None:
         self.inner = inner
         self.name = inner.name
-        self.retries_itself = inner.retries_itself
 
     def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         return self.inner.get(key, max_bytes=max_bytes)

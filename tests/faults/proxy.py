@@ -38,6 +38,26 @@ by name (None: forward as is):
     forward a listing and break its page: the next token repeats the request's own,
     a truncated page without a token, a key listed twice, two keys swapped.
 
+``stale``
+    the desynchronised connection: first the answer this connection carried last (a
+    well-formed answer to another request), then this request's own. ``extra``: this
+    request's answer, then at once an unsolicited copy of it.
+``trickle``
+    forward, send the headers, then the body one byte every ``delay`` seconds.
+``chunked`` / ``garbage`` / ``cl-short``
+    forward, and send the body chunked / followed by bytes of no answer / under a
+    Content-Length one byte short of it (the last byte left over on the connection).
+``skew`` / ``region`` / ``expired``
+    S3's answers to a clock 20 minutes fast (403 RequestTimeTooSkewed, with the store's
+    Date), to a bucket in another region (301 PermanentRedirect, ``x-amz-bucket-region:
+    eu-west-1``; no body for a HEAD) and to expired credentials (400 ExpiredToken).
+``fake-put``
+    answer a PUT 200 with an ETag without forwarding it or echoing its checksum (a
+    middlebox faking answers).
+
+``echo`` makes every forwarded PUT's answer echo its ``x-amz-checksum-crc32c``, as AWS
+and MinIO do (moto and Ceph RGW 16 echo none).
+
 ``max_keys`` makes moto page its listings (the query is rewritten; moto checks no
 signature). ``strip_prefix`` plays a gateway mounted under a path (``/gw``): requests
 must carry it (else 404, counted in ``stray``), and it is removed before forwarding.
@@ -49,12 +69,14 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import ssl
 import struct
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from email.utils import formatdate
+from typing import Any, BinaryIO
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 
@@ -137,6 +159,8 @@ class FaultProxy:
         max_keys: int | None = None,
         strip_prefix: str = "",
         delay: float = 0.0,
+        tls: ssl.SSLContext | None = None,
+        echo: bool = False,
     ) -> None:
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
@@ -146,6 +170,8 @@ class FaultProxy:
         self.max_keys = max_keys
         self.strip_prefix = strip_prefix
         self.delay = delay
+        self.tls = tls
+        self.echo = echo
         self.requests: list[Request] = []
         self.stray: list[Request] = []
         self.counts: dict[tuple[str, str], int] = {}
@@ -156,7 +182,8 @@ class FaultProxy:
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(256)
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}{strip_prefix}"
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}{strip_prefix}"
         threading.Thread(target=self._accept, daemon=True).start()
 
     # -- what happened ------------------------------------------------------------------
@@ -204,12 +231,22 @@ class FaultProxy:
     # -- one client connection, many requests ---------------------------------------------
 
     def _serve(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:
+                conn.close()
+                return
+            with self.lock:
+                self.connections.append(conn)
         reader = conn.makefile("rb")
+        sent = _Recorder(conn)
         try:
             while not self.closed.is_set():
-                request = self._read_request(conn, reader)
-                if request is None or not self._answer(conn, request):
+                request = self._read_request(sent, reader)
+                if request is None or not self._answer(sent, request):
                     return
+                sent.answered()
         except OSError:
             return
         finally:
@@ -217,7 +254,7 @@ class FaultProxy:
                 reader.close()
                 conn.close()
 
-    def _read_request(self, conn: socket.socket, reader: BinaryIO) -> Request | None:
+    def _read_request(self, conn: Any, reader: BinaryIO) -> Request | None:
         line = reader.readline()
         if not line:
             return None
@@ -235,7 +272,7 @@ class FaultProxy:
         request.attempt = n
         return request
 
-    def _answer(self, conn: socket.socket, request: Request) -> bool:
+    def _answer(self, conn: Any, request: Request) -> bool:
         """Answer one request; False when the connection must end."""
         if self.strip_prefix:
             if not request.path.startswith(self.strip_prefix + "/"):
@@ -265,6 +302,17 @@ class FaultProxy:
         if fault == "html":
             self._send(conn, 200, [("Content-Type", "text/html; charset=utf-8")], HTML)
             return True
+        if fault in S3_ANSWERS:
+            status, code, extra = S3_ANSWERS[fault]
+            body = b"" if request.method == "HEAD" else _error(code)
+            headers = [("Content-Type", "application/xml"), *extra]
+            conn.sendall(_head(status, headers, len(body)) + body)
+            return True
+        if fault == "fake-put" and request.method == "PUT":
+            self._send(conn, 200, [("ETag", '"0123456789abcdef0123456789abcdef"')], b"")
+            return True
+        if fault == "stale" and isinstance(conn, _Recorder) and conn.last:
+            conn.sendall(conn.last)
         if fault == "empty":
             self._send(conn, 200, [], b"")
             return True
@@ -276,6 +324,9 @@ class FaultProxy:
             time.sleep(self.delay)
         if fault == "bad-echo":
             headers.append(("x-amz-checksum-crc32c", "AAAAAA=="))
+        sent_crc = request.header("x-amz-checksum-crc32c")
+        if self.echo and request.method == "PUT" and sent_crc and status < 300:
+            headers.append(("x-amz-checksum-crc32c", sent_crc))
         if fault == "reset-after":
             _reset(conn)
             return False
@@ -296,18 +347,40 @@ class FaultProxy:
             length = next((int(v) for k, v in upstream if k.lower() == "content-length"), 0)
             conn.sendall(_head(status, headers, length))
             return True
+        if fault == "trickle":
+            conn.sendall(_head(status, headers, len(body)))
+            for at in range(len(body)):
+                if self.closed.wait(self.delay):
+                    return False
+                conn.sendall(body[at : at + 1])
+                request.sent += 1
+            return True
+        if fault == "chunked":
+            conn.sendall(_head(status, [*headers, ("Transfer-Encoding", "chunked")], None))
+            for at in range(0, len(body), 100_000):
+                piece = body[at : at + 100_000]
+                conn.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            conn.sendall(b"0\r\n\r\n")
+            return True
+        if fault == "cl-short" and body:
+            conn.sendall(_head(status, headers, len(body) - 1) + body)
+            return True
         conn.sendall(_head(status, headers, len(body)))
         self._body(conn, request, body)
+        if fault == "garbage":
+            conn.sendall(b"\x00garbage that is no answer\r\n\r\n")
+        if fault == "extra" and isinstance(conn, _Recorder) and conn.current:
+            conn.sendall(bytes(conn.current))
         return True
 
-    def _body(self, conn: socket.socket, request: Request, body: bytes) -> None:
+    def _body(self, conn: Any, request: Request, body: bytes) -> None:
         view = memoryview(body)
         for at in range(0, len(view), 65536):
             conn.sendall(view[at : at + 65536])
             request.sent += len(view[at : at + 65536])
 
     def _huge(
-        self, conn: socket.socket, request: Request, status: int, upstream: list[tuple[str, str]]
+        self, conn: Any, request: Request, status: int, upstream: list[tuple[str, str]]
     ) -> bool:
         if status >= 300:
             conn.sendall(_head(status, [(k, v) for k, v in upstream if k.lower() not in _HOP], 0))
@@ -331,7 +404,7 @@ class FaultProxy:
         return True
 
     def _send(
-        self, conn: socket.socket, status: int, headers: list[tuple[str, str]], body: bytes
+        self, conn: Any, status: int, headers: list[tuple[str, str]], body: bytes
     ) -> None:
         conn.sendall(_head(status, headers, len(body)) + body)
 
@@ -359,6 +432,37 @@ class FaultProxy:
 
 
 _HOP = ("connection", "content-length", "transfer-encoding", "keep-alive")
+
+S3_ANSWERS: dict[str, tuple[int, str, list[tuple[str, str]]]] = {
+    "skew": (403, "RequestTimeTooSkewed",
+             [("Date", formatdate(time.time() - 20 * 60, usegmt=True))]),
+    "region": (301, "PermanentRedirect", [("x-amz-bucket-region", "eu-west-1")]),
+    "expired": (400, "ExpiredToken", []),
+}
+"""Faults that are S3's own error answers, with the headers S3 sends along."""
+
+
+class _Recorder:
+    """A client connection that remembers the bytes of the answer it carried last."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.current = bytearray()
+        self.last = b""
+
+    def sendall(self, data: bytes | memoryview) -> None:
+        self.conn.sendall(data)
+        if len(self.current) < 64 * 1024 * 1024:
+            self.current += data
+
+    def answered(self) -> None:
+        self.last, self.current = bytes(self.current), bytearray()
+
+    def setsockopt(self, *args: Any) -> None:
+        self.conn.setsockopt(*args)
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def _read_headers(reader: BinaryIO) -> list[tuple[str, str]]:
@@ -396,9 +500,11 @@ def _read_body(
     return reader.read() if response else b""
 
 
-def _head(status: int, headers: list[tuple[str, str]], length: int) -> bytes:
+def _head(status: int, headers: list[tuple[str, str]], length: int | None) -> bytes:
     lines = [f"HTTP/1.1 {status} X", *(f"{k}: {v}" for k, v in headers)]
-    lines += [f"Content-Length: {length}", "Connection: keep-alive", "", ""]
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    lines += ["Connection: keep-alive", "", ""]
     return "\r\n".join(lines).encode("latin-1")
 
 
@@ -406,7 +512,7 @@ def _error(code: str) -> bytes:
     return f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()
 
 
-def _reset(conn: socket.socket) -> None:
+def _reset(conn: Any) -> None:
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     conn.close()
 

@@ -26,8 +26,9 @@ def make_dirs(base_dir: Path) -> tuple[Path, Path, Path]:
     return data, logs, tls
 
 
-def make_cert(run: Run, tls_dir: Path) -> tuple[Path, Path]:
-    """A self-signed EC certificate for IP:127.0.0.1; returns (cert, key)."""
+def make_cert(run: Run, tls_dir: Path, names: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """A self-signed EC certificate for IP:127.0.0.1 (and the DNS ``names``); returns
+    (cert, key)."""
     key = tls_dir / "key.pem"
     cert = tls_dir / "cert.pem"
     cnf = tls_dir / "openssl.cnf"
@@ -38,7 +39,8 @@ def make_cert(run: Run, tls_dir: Path) -> tuple[Path, Path]:
         "[v3]\nsubjectKeyIdentifier = hash\nauthorityKeyIdentifier = keyid:always\n"
         "basicConstraints = critical, CA:TRUE\n"
         "keyUsage = critical, digitalSignature, keyCertSign\n"
-        "extendedKeyUsage = serverAuth\nsubjectAltName = IP:127.0.0.1\n"
+        "extendedKeyUsage = serverAuth\nsubjectAltName = IP:127.0.0.1"
+        + "".join(f",DNS:{name}" for name in names) + "\n"
     )
     run(
         "openssl", "req", "-x509", "-config", cnf,

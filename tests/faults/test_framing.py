@@ -1,0 +1,177 @@
+"""An answer counts only as the answer to the request just sent (issue 26, points 2, 3, 5).
+
+Through the fault proxy, client connections kept alive: a desynchronised connection
+(another request's answer first, ``stale``) and an unsolicited extra answer (``extra``)
+never put another block's bytes in a row, on either data path, at concurrency 1 and 4,
+for small blocks (one request) and large ones (ranged parts); PUTs through them are
+counted stored only when stored. Malformed answers (chunked, short, one byte over their
+Content-Length, trailed by garbage) are retried; a body that trickles in ends within
+the documented bound; a middlebox that fakes PUT answers on a store that echoes
+checksums gets no block counted stored.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from s3kv import Downloader, Uploader
+from s3kv.keys import KeyMapper
+from tests.faults.conftest import CONNECT, NS, READ, keys, rows, seed_blocks, settings
+from tests.faults.proxy import once_per_block
+
+pytestmark = pytest.mark.integration
+
+SMALL = 64 * 1024
+LARGE = 8 * 1024 * 1024
+
+
+def load(url: str, endpoint: str, ks: list[bytes], size: int, data_path: str,
+         **overrides: Any) -> tuple[Any, np.ndarray]:
+    out = np.full((len(ks), size), 7, dtype=np.uint8)
+    with Downloader(url, NS, settings=settings(endpoint, data_path, **overrides)) as down:
+        report = down.get_blocks(ks, into=list(out))
+    return report, out
+
+
+def later_gets(fault: str) -> Any:
+    """``fault`` on the first GET of each block that is not a connection's first
+    request (only a kept-alive connection has an earlier answer to replay)."""
+    first = once_per_block(fault, "GET")
+    return lambda r: first(r) if r.attempt == 1 else None
+
+
+@pytest.mark.parametrize("fault", ["stale", "extra"])
+@pytest.mark.parametrize("concurrency", [1, 4])
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["64KiB", "8MiB"])
+def test_another_requests_answer_never_lands_in_a_row(
+    proxy: Any, bucket: str, moto_server: str, data_path: str, fault: str, concurrency: int,
+    size: int,
+) -> None:
+    url = f"s3://{bucket}/kv"
+    n = 6
+    ks = seed_blocks(url, moto_server, n, size=size)
+    want = rows(n, size=size)
+    p = proxy(later_gets(fault))
+    report, out = load(url, p.url, ks, size, data_path, concurrency=concurrency,
+                       max_attempts=4)
+    assert p.injected(fault), "the proxy never replayed an answer: nothing was tested"
+    # every row holds its own block's bytes, or the block failed and its row is zero:
+    # never another block's
+    for i, key in enumerate(ks):
+        if key in report.failed:
+            assert not out[i].any()
+        else:
+            assert np.array_equal(out[i], want[i]), f"row {i} holds other bytes"
+    assert report.ok, report.failed
+
+
+@pytest.mark.parametrize("echo", [True, False], ids=["echoing-store", "silent-store"])
+@pytest.mark.parametrize("fault", ["stale", "extra"])
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_puts_through_a_desynchronised_connection_count_only_what_is_stored(
+    proxy: Any, bucket: str, s3: Any, data_path: str, fault: str, concurrency: int,
+    echo: bool,
+) -> None:
+    url = f"s3://{bucket}/kv"
+    n = 6
+    ks, data = keys(n), rows(n, size=SMALL)
+    p = proxy(lambda r: fault if r.method == "PUT" and r.is_block and r.attempt == 1
+              else None, echo=echo)
+    s = settings(p.url, data_path, concurrency=concurrency, max_attempts=4)
+    with Uploader(url, NS, settings=s) as up:
+        report = up.put_blocks(dict(zip(ks, data)))
+    assert p.injected(fault)
+    mapper = KeyMapper(NS, prefix="kv")
+    for key, row in zip(ks, data):
+        if key in report.stored or key in report.already_present:
+            body = s3.get_object(Bucket=bucket, Key=mapper.key_for(key))["Body"].read()
+            assert body == row.tobytes()
+    assert report.ok and sorted(report.stored) == sorted(ks)
+
+
+@pytest.mark.parametrize("fault", ["chunked", "garbage", "cl-short", "short"])
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["64KiB", "8MiB"])
+def test_malformed_answers_are_retried(
+    proxy: Any, bucket: str, moto_server: str, data_path: str, fault: str, size: int
+) -> None:
+    url = f"s3://{bucket}/kv"
+    ks = seed_blocks(url, moto_server, 3, size=size)
+    p = proxy(once_per_block(fault, "GET"), cut_after=size // 2)
+    report, out = load(url, p.url, ks, size, data_path)
+    assert p.injected(fault)
+    assert report.ok, report.failed
+    assert np.array_equal(out, rows(3, size=size))
+
+
+@pytest.mark.parametrize("fault", ["short", "cl-short", "garbage"])
+def test_a_manifest_cut_short_is_a_wire_fault_retried(
+    proxy: Any, bucket: str, moto_server: str, data_path: str, fault: str
+) -> None:
+    url = f"s3://{bucket}/kv"
+    ks = seed_blocks(url, moto_server, 2)
+    hit: list[int] = []
+
+    def rule(r: Any) -> str | None:
+        if r.method == "GET" and r.path.endswith("config.json") and not hit:
+            hit.append(1)
+            return fault
+        return None
+
+    p = proxy(rule, cut_after=10)
+    report, out = load(url, p.url, ks, 4096, data_path)
+    assert hit and report.ok and np.array_equal(out, rows(2))
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["64KiB", "8MiB"])
+def test_a_trickling_body_ends_within_the_bound(
+    proxy: Any, bucket: str, moto_server: str, data_path: str, size: int
+) -> None:
+    url = f"s3://{bucket}/kv"
+    ks = seed_blocks(url, moto_server, 2, size=size)
+    p = proxy(lambda r: "trickle" if r.is_block and r.method == "GET" else None, delay=0.05)
+    rate = 16 * 1024 * 1024  # the minimum rate: its share of the bound stays small
+    attempts = 2
+    started = time.monotonic()
+    report, out = load(url, p.url, ks, size, data_path, max_attempts=attempts,
+                       min_rate_bytes_per_second=rate, backoff_max_seconds=0.01)
+    took = time.monotonic() - started
+    bound = (CONNECT + READ + size / rate) * attempts
+    assert len(report.failed) == 2 and not out.any()
+    (why, _) = report.failed.values()
+    assert "no answer" in why or "within" in why, why
+    assert took <= bound * 1.1 + 0.5, (took, bound)  # + set-up: manifest, pool
+
+
+def test_a_middlebox_faking_put_answers_gets_no_block_counted_stored(
+    proxy: Any, bucket: str, s3: Any, data_path: str
+) -> None:
+    url = f"s3://{bucket}/kv"
+    n = 12
+    ks, data = keys(n + 2), rows(n + 2, size=SMALL)
+    faking: list[bool] = [False]
+    faked: list[str] = []
+
+    def rule(r: Any) -> str | None:
+        # The store echoes every checksum (as AWS does). Once it has, a middlebox answers
+        # some blocks' first PUT 200 without forwarding it.
+        first_put = r.method == "PUT" and r.is_block and r.attempt == 1
+        if faking[0] and first_put and len(faked) < n // 3 and hash(r.path) % 3 == 0:
+            faked.append(r.path)
+            return "fake-put"
+        return None
+
+    p = proxy(rule, echo=True)
+    with Uploader(url, NS, settings=settings(p.url, data_path, max_attempts=4)) as up:
+        assert up.put_blocks(dict(zip(ks[:2], data[:2]))).ok  # the store echoed
+        faking[0] = True
+        report = up.put_blocks(dict(zip(ks[2:], data[2:])))
+    assert faked
+    mapper = KeyMapper(NS, prefix="kv")
+    listed = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])}
+    for key in report.stored:
+        assert mapper.key_for(key) in listed  # counted stored: stored
+    assert report.ok and len(report.stored) == n
