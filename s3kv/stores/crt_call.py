@@ -226,6 +226,12 @@ def crt_failure(
             return TransferCancelledError(f"{method} {where}: cancelled")
         if exc.name in _STALLED:
             return _stalled(method, where, network, seconds, exc.name)
+        if exc.name == "AWS_ERROR_S3_REQUEST_TIME_TOO_SKEWED":  # awscrt reads the code itself
+            return error_for(method, where, status=403, code="RequestTimeTooSkewed",
+                             region=region)
+        if exc.name in ("AWS_ERROR_S3_SLOW_DOWN", "AWS_ERROR_S3_INTERNAL_ERROR",
+                        "AWS_ERROR_S3_REQUEST_TIMEOUT"):
+            return error_for(method, where, status=503, region=region)
         if exc.name in _MALFORMED:
             return not_s3(method, where, network.endpoint,
                           f"{_MALFORMED[exc.name]} ({exc.name}){network.via}")

@@ -103,7 +103,17 @@ def _make_client(settings: S3Settings, session: Any, endpoint: str | None, netwo
     )
     if trace_enabled():
         client.meta.events.register("before-parameter-build.s3", trace_botocore)
+    # botocore would resend a request answered "the bucket is in another region" there;
+    # awscrt's block requests would not, so neither does the control plane: the error
+    # names the region (s3kv.stores.rules), one behaviour for every request.
+    client.meta.events.register("before-call.s3", _no_region_redirect)
     return client
+
+
+def _no_region_redirect(context: dict[str, Any], **_: Any) -> None:
+    redirect = context.get("s3_redirect")
+    if isinstance(redirect, dict):
+        redirect["redirected"] = True
 
 
 class S3Store(Store):

@@ -304,6 +304,8 @@ class FaultProxy:
             return True
         if fault in S3_ANSWERS:
             status, code, extra = S3_ANSWERS[fault]
+            extra = [(k, formatdate(time.time() - 20 * 60, usegmt=True) if v == "20 minutes ago"
+                      else v) for k, v in extra]
             body = b"" if request.method == "HEAD" else _error(code)
             headers = [("Content-Type", "application/xml"), *extra]
             conn.sendall(_head(status, headers, len(body)) + body)
@@ -434,8 +436,7 @@ class FaultProxy:
 _HOP = ("connection", "content-length", "transfer-encoding", "keep-alive")
 
 S3_ANSWERS: dict[str, tuple[int, str, list[tuple[str, str]]]] = {
-    "skew": (403, "RequestTimeTooSkewed",
-             [("Date", formatdate(time.time() - 20 * 60, usegmt=True))]),
+    "skew": (403, "RequestTimeTooSkewed", [("Date", "20 minutes ago")]),
     "region": (301, "PermanentRedirect", [("x-amz-bucket-region", "eu-west-1")]),
     "expired": (400, "ExpiredToken", []),
 }
