@@ -32,14 +32,22 @@ from urllib.parse import quote
 from awscrt import auth, http, s3
 from awscrt import io as crt_io
 from botocore.credentials import RefreshableCredentials
+from botocore.exceptions import SSLError
 
-from s3kv.errors import AccessDeniedError, ObjectNotFoundError, S3KVError, StoreError
+from s3kv.errors import (
+    AccessDeniedError,
+    ObjectNotFoundError,
+    S3KVError,
+    StoreError,
+    TransferCancelledError,
+)
 from s3kv.integrity import Buffer
 from s3kv.settings import S3Settings
 from s3kv.stores.base import Cancel, ObjectInfo, PutOptions
 from s3kv.stores.crt_call import Answer, Call, crt_failure
 from s3kv.stores.crt_get import BlockGet, plan
 from s3kv.stores.endpoint import DataEndpoint, data_endpoint
+from s3kv.stores.errors import short
 from s3kv.stores.memory import address_of, copy_from
 from s3kv.stores.rules import (
     TOKEN_PARAMETER,
@@ -86,6 +94,9 @@ class CrtS3Store(S3Store):
         self._renewed = 0.0
         self._calls = Watchdog(settings.connect_timeout_seconds + settings.read_timeout_seconds)
         self.echoes = Echoes(on_foreign=self._retire_connections)
+        self._answered = False  # some request got an answer: TLS works
+        self._probe_lock = threading.Lock()
+        self._probed: list[BaseException | None] = []
         self._trace = trace_enabled()
         # Requests awscrt has not let go of yet (see quiesce), pruned as they go.
         self._live: set[threading.Event] = set()
@@ -121,15 +132,16 @@ class CrtS3Store(S3Store):
         kind: Any = s3.S3RequestType.DEFAULT,
         operation: str | None = None,
         part_bytes: int | None = None,
-    ) -> Future[None]:
-        """Start one request under the watchdog; its future fails with what awscrt
-        raised (see :meth:`failure`)."""
+    ) -> None:
+        """Start one request under the watchdog; its end is reported through
+        ``call.on_end`` (set before): awscrt's error, or None (see :meth:`failure`)."""
         fields = [("Host", self.target.host), *(headers or [])]
         if body is not None:
             fields.append(("Content-Length", str(len(body))))
         path = f"{self.target.path}/{quote(key, safe='/~')}" + (f"?{query}" if query else "")
         request = http.HttpRequest(
-            method, path, http.HttpHeaders(fields), _Body(body) if body is not None else None
+            method, path, http.HttpHeaders(fields),
+            _Body(body, call) if body is not None else None,
         )
         self._calls.watch(call)
         try:
@@ -150,33 +162,65 @@ class CrtS3Store(S3Store):
                 self._live = {e for e in self._live if not e.is_set()}
             self._live.add(meta.shutdown_event)
         future: Future[None] = meta.finished_future
-        return future
 
-    def ended(self, call: Call) -> None:
-        call.finish()
-        self._calls.forget(call)
+        def finished(f: Future[None]) -> None:
+            call.finish()
+            self._calls.forget(call)
+            error = f.exception()
+            if error is None or isinstance(error, s3.S3ResponseError):
+                self._answered = True
+            call.end(error)
 
-    def failure(self, exc: BaseException, call: Call, method: str, where: str,
+        future.add_done_callback(finished)
+
+    def failure(self, exc: BaseException | None, call: Call, method: str, where: str,
                 nbytes: int = 0) -> BaseException:
         """The s3kv error for a request that failed, or that s3kv stopped."""
+        if call.reason == "stalled" and self.target.tls and not self._answered:
+            problem = self._tls_problem(method, where)
+            if problem is not None:
+                return problem
         return crt_failure(
             exc, call, method, where, self.network, self.target.region,
             attempt_seconds(self.settings, nbytes),
         )
 
-    def _wait(self, method: str, where: str, call: Call, future: Future[None],
-              nbytes: int = 0) -> None:
-        """Wait for a started request; its failure raised as s3kv's error."""
+    def _tls_problem(self, method: str, where: str) -> BaseException | None:
+        """Why a first request over TLS got no answer, if TLS is why. awscrt holds a
+        failed handshake 10-30 s (s2n's blinding delay), past the timeouts, so an unknown
+        CA would show only as silence; one request through boto3 (the same CA bundle and
+        proxy) tells, once per store."""
+        with self._probe_lock:
+            if not self._probed:
+                try:
+                    self.client.head_bucket(Bucket=self.bucket)
+                    found: BaseException | None = None
+                except SSLError as exc:
+                    found = self.network.tls_failed(method, where, short(exc))
+                except Exception:
+                    found = None
+                self._probed.append(found)
+            return self._probed[0]
+
+    def _run(self, method: str, key: str, where: str, call: Call, nbytes: int = 0,
+             **request: Any) -> None:
+        """Run one request to its end; its failure raised as s3kv's error."""
+        ended = threading.Event()
+        outcome: list[BaseException | None] = [None]
+
+        def report(error: BaseException | None) -> None:
+            outcome[0] = error
+            ended.set()
+
+        call.on_end(report)
+        self.start(method, key, call, **request)
         try:
-            # The watchdog bounds the wait; this timeout is a safety net only.
-            future.result(2 * attempt_seconds(self.settings, nbytes) + 5)
-        except TimeoutError:
-            call.stop("stalled")
-            raise self.failure(TimeoutError(), call, method, where, nbytes) from None
-        except Exception as exc:
-            raise self.failure(exc, call, method, where, nbytes) from exc
-        finally:
-            self.ended(call)
+            ended.wait()
+        except BaseException:
+            call.cancel()  # Ctrl-C: the request stops at once
+            raise
+        if outcome[0] is not None or call.reason:
+            raise self.failure(outcome[0], call, method, where, nbytes)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -210,17 +254,8 @@ class CrtS3Store(S3Store):
             if status_code < 300:
                 answer.read(headers)
 
-        # PUT_OBJECT signs with an unsigned payload (DEFAULT would sha256 the body);
-        # s3kv's checksum header covers the bytes.
-        future = self.start(
-            "PUT", key, call, headers=headers, body=data, on_headers=on_headers,
-            kind=s3.S3RequestType.PUT_OBJECT,
-        )
-
-        def finished(f: Future[None]) -> None:
-            self.ended(call)
-            exc = f.exception()
-            if exc is not None:
+        def report(exc: BaseException | None) -> None:
+            if exc is not None or call.reason:
                 err = self.failure(exc, call, "PUT", where, nbytes)
                 if isinstance(err, ConditionFailed):
                     done(False, None)
@@ -237,7 +272,13 @@ class CrtS3Store(S3Store):
                 return
             done(True, None)
 
-        future.add_done_callback(finished)
+        call.on_end(report)
+        # PUT_OBJECT signs with an unsigned payload (DEFAULT would sha256 the body);
+        # s3kv's checksum header covers the bytes.
+        self.start(
+            "PUT", key, call, headers=headers, body=data, on_headers=on_headers,
+            kind=s3.S3RequestType.PUT_OBJECT,
+        )
         return call.cancel
 
     def _trace_put(self, key: str, options: PutOptions, size: int) -> None:
@@ -293,16 +334,18 @@ class CrtS3Store(S3Store):
                 call.stop("refused", problem)
 
         def on_body(chunk: bytes, offset: int, **_: Any) -> None:
-            chunks.append((offset, chunk))
+            with call.gate:
+                if call.open:
+                    chunks.append((offset, chunk))
             call.last = time.monotonic()
 
         headers = [("Range", f"bytes=0-{max_bytes - 1}")] if max_bytes else []
-        future = self.start(
-            "GET", key, call, query=f"{TOKEN_PARAMETER}={token}", headers=headers,
-            on_headers=on_headers, on_body=on_body, kind=s3.S3RequestType.GET_OBJECT,
-        )
         try:
-            self._wait("GET", where, call, future, max_bytes or 0)
+            self._run(
+                "GET", key, where, call, max_bytes or 0, query=f"{TOKEN_PARAMETER}={token}",
+                headers=headers, on_headers=on_headers, on_body=on_body,
+                kind=s3.S3RequestType.GET_OBJECT,
+            )
         except RangeNotSatisfiable:
             return b"", ObjectInfo(key=key, size=0)  # a 0-byte object: its callers judge it
         data = b"".join(chunk for _, chunk in sorted(chunks, key=lambda c: c[0]))
@@ -321,9 +364,8 @@ class CrtS3Store(S3Store):
             if status_code < 300:
                 answer.read(headers)
 
-        future = self.start("HEAD", key, call, on_headers=on_headers, operation="HeadObject")
         try:
-            self._wait("HEAD", where, call, future)
+            self._run("HEAD", key, where, call, on_headers=on_headers, operation="HeadObject")
         except ObjectNotFoundError:
             return None
         check_found("HEAD", where, self.network.endpoint, answer.etag, answer.content_type)
@@ -355,8 +397,8 @@ class _Body:
     """A PUT's body: the caller's buffer, copied into awscrt's part buffer without the
     GIL when the buffer is writable memory (:mod:`.memory`)."""
 
-    def __init__(self, view: memoryview) -> None:
-        self.view, self.pos = view, 0
+    def __init__(self, view: memoryview, call: Call) -> None:
+        self.view, self.pos, self.call = view, 0, call
         self.address = address_of(view)
 
     def readinto(self, buffer: Any) -> int:
@@ -365,7 +407,10 @@ class _Body:
             return 0
         target = memoryview(buffer).cast("B")[:n]
         source = self.view[self.pos : self.pos + n]
-        copy_from(target, source, None if self.address is None else self.address + self.pos)
+        with self.call.gate:  # never from the caller's buffer once the request ended
+            if not self.call.open:
+                raise TransferCancelledError("the request ended")
+            copy_from(target, source, None if self.address is None else self.address + self.pos)
         self.pos += n
         return n
 

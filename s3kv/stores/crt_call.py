@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -80,11 +81,27 @@ _MALFORMED = {
 
 
 class Call:
-    """One awscrt request: its progress and deadline (for the :class:`Watchdog`) and the
-    gate of the caller's buffer. Once :meth:`stop` or :meth:`finish` returned, no byte
-    of this request lands in the buffer (``on_body`` writes under the gate)."""
+    """One awscrt request: its progress and deadline (for the :class:`Watchdog`), the gate
+    of the caller's buffer, and its one report.
 
-    __slots__ = ("deadline", "gate", "last", "meta", "open", "problem", "reason")
+    Once :meth:`stop` or :meth:`finish` returned, no byte of this request moves to or
+    from the caller's buffer (its callbacks copy under the gate). The request's end is
+    reported once (:meth:`on_end`): when awscrt finishes it, or at once when s3kv stops
+    it, since awscrt may hold a cancelled request for long (a failed TLS handshake is
+    held 10-30 s by s2n's blinding delay).
+    """
+
+    __slots__ = (
+        "_report",
+        "deadline",
+        "gate",
+        "last",
+        "meta",
+        "open",
+        "problem",
+        "reason",
+        "reported",
+    )
 
     def __init__(self, seconds: float, allowance: float = 0.0) -> None:
         now = time.monotonic()
@@ -95,6 +112,13 @@ class Call:
         self.meta: Any = None
         self.reason = ""  # why it was stopped: "stalled", "cancelled" or "refused"
         self.problem: BaseException | None = None  # what a refused answer was
+        self._report: Callable[[BaseException | None], None] | None = None
+        self.reported = False
+
+    def on_end(self, report: Callable[[BaseException | None], None]) -> None:
+        """``report(error)`` runs once when the request ends: awscrt's error (None for
+        an answer), or None when s3kv stopped it (:attr:`reason` says why)."""
+        self._report = report
 
     def started(self, meta: Any) -> None:
         self.meta = meta
@@ -110,6 +134,7 @@ class Call:
             meta = self.meta
         if meta is not None:
             meta.cancel()
+        self.end(None)
 
     def expire(self) -> None:
         self.stop("stalled")
@@ -117,7 +142,18 @@ class Call:
     def cancel(self) -> None:
         self.stop("cancelled")
 
+    def end(self, error: BaseException | None) -> None:
+        with self.gate:
+            self.open = False
+            if self.reported:
+                return
+            self.reported = True
+            report = self._report
+        if report is not None:
+            report(error)
+
     def finish(self) -> None:
+        """awscrt let go of the request."""
         with self.gate:
             self.open = False
         # The request holds its callbacks (and through them the caller's buffer), and
@@ -193,7 +229,7 @@ class Answer:
 
 
 def crt_failure(
-    exc: BaseException,
+    exc: BaseException | None,
     call: Call,
     method: str,
     where: str,
@@ -208,6 +244,8 @@ def crt_failure(
         return TransferCancelledError(f"{method} {where}: cancelled")
     if call.reason == "refused" and call.problem is not None:
         return call.problem
+    if exc is None:  # pragma: no cover - an ended request without an error succeeded
+        return StoreError(f"{method} {where}: ended without an answer")
     if isinstance(exc, s3.S3ResponseError):
         body = exc.body or b""
         fields = error_fields(body)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from awscrt import s3
@@ -146,22 +145,8 @@ class BlockGet:
                 received[0] += len(chunk)
             call.last = time.monotonic()
 
-        with self._lock:
-            self._calls.append(call)
-            cancelled = self._cancelled
-        if cancelled:
-            call.cancel()
-        future = store.start(
-            "GET", self.key, call, query=f"{TOKEN_PARAMETER}={token}",
-            headers=[("Range", f"bytes={start}-{end - 1}")],
-            on_headers=on_headers, on_body=on_body, kind=s3.S3RequestType.GET_OBJECT,
-            part_bytes=max(length, 4096),
-        )
-
-        def finished(f: Future[None]) -> None:
-            store.ended(call)
-            exc = f.exception()
-            if exc is not None:
+        def report(exc: BaseException | None) -> None:
+            if exc is not None or call.reason:
                 err = store.failure(exc, call, "GET", where, length)
                 if isinstance(err, RangeNotSatisfiable):  # a 0-byte object
                     err = size_mismatch(where, 0, expected)
@@ -171,7 +156,19 @@ class BlockGet:
             else:
                 self._part_done(answer.info())
 
-        future.add_done_callback(finished)
+        call.on_end(report)
+        with self._lock:
+            self._calls.append(call)
+            cancelled = self._cancelled
+        if cancelled:
+            call.cancel()
+            return
+        store.start(
+            "GET", self.key, call, query=f"{TOKEN_PARAMETER}={token}",
+            headers=[("Range", f"bytes={start}-{end - 1}")],
+            on_headers=on_headers, on_body=on_body, kind=s3.S3RequestType.GET_OBJECT,
+            part_bytes=max(length, 4096),
+        )
 
     def _part_done(self, info: ObjectInfo) -> None:
         with self._lock:

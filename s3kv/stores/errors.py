@@ -55,15 +55,15 @@ def translated(
             "where an instance role is available"
         ) from None
     except bx.SSLError as exc:
-        raise network.tls_failed(operation, where, _short(exc)) from exc
+        raise network.tls_failed(operation, where, short(exc)) from exc
     except bx.ProxyConnectionError as exc:
-        raise network.unreachable(operation, where, _short(exc)) from exc
+        raise network.unreachable(operation, where, short(exc)) from exc
     except (bx.ReadTimeoutError, bx.ConnectTimeoutError, TimeoutError) as exc:
         raise TransientStoreError(
-            f"{operation} {where}: {_short(exc)}{network.via}; {TIMEOUT_HINT}"
+            f"{operation} {where}: {short(exc)}{network.via}; {TIMEOUT_HINT}"
         ) from exc
     except bx.EndpointConnectionError as exc:
-        raise network.unreachable(operation, where, _short(exc)) from exc
+        raise network.unreachable(operation, where, short(exc)) from exc
     except (
         bx.ConnectionClosedError,
         bx.ResponseStreamingError,
@@ -73,10 +73,10 @@ def translated(
         ConnectionError,
     ) as exc:
         raise TransientStoreError(
-            f"{operation} {where}: connection failed{network.via}: {_short(exc)}"
+            f"{operation} {where}: connection failed{network.via}: {short(exc)}"
         ) from exc
     except bx.BotoCoreError as exc:  # never a raw botocore error out of the library
-        raise StoreError(f"{operation} {where}: {_short(exc)}") from exc
+        raise StoreError(f"{operation} {where}: {short(exc)}") from exc
 
 
 def from_client_error(
@@ -105,12 +105,12 @@ def client_setup() -> Iterator[None]:
         raise
     except bx.ProfileNotFound as exc:
         raise SettingsError(
-            f"{_short(exc)}; name a profile of ~/.aws/config or ~/.aws/credentials with "
+            f"{short(exc)}; name a profile of ~/.aws/config or ~/.aws/credentials with "
             "--profile/AWS_PROFILE, or unset it to use the default credential chain"
         ) from None
     except (bx.BotoCoreError, ValueError) as exc:
         raise SettingsError(
-            f"the S3 client refused the settings: {_short(exc)}; check --endpoint-url, "
+            f"the S3 client refused the settings: {short(exc)}; check --endpoint-url, "
             "--region and --profile (or their S3KV_*/AWS_* variables)"
         ) from None
 
@@ -143,7 +143,7 @@ def from_os_error(exc: OSError, operation: str, where: str) -> StoreError:
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 
 
-def _short(exc: BaseException) -> str:
+def short(exc: BaseException) -> str:
     """A foreign error's text, with every URL in it cut to scheme, host, port and path."""
     text = _URL.sub(lambda m: display_url(m.group(0)), str(exc))
     return text if len(text) < 200 else text[:197] + "..."

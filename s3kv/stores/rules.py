@@ -176,6 +176,8 @@ def error_for(
     """
     heads = {k.lower(): v for k, v in headers}
     fields = fields or {}
+    if code.isdigit():  # botocore's stand-in for an answer without a body (a HEAD)
+        code = ""
     bucket_region = heads.get("x-amz-bucket-region") or fields.get("Region")
     meaning = CODES.get(code) or (None if code else STATUSES.get(status))
     kind = meaning.error if meaning is not None else None
@@ -424,13 +426,24 @@ class Echoes:
         ours = options.checksum
         if ours is None:
             return
+        with self._lock:
+            other = self._etags.get(etag)
+        if other is not None and other != ours.value:  # another write's answer, replayed
+            raise self.foreign(TransientStoreError(
+                f"PUT {where}: {display_url(endpoint)} answered with the ETag of another "
+                "write (a stale answer on the connection, or a proxy replaying answers); "
+                "retried"
+            ))
         if echoed:
             self.checksum = True
-            if echoed != ours.value:  # S3 refuses a body of another checksum (BadDigest)
+            if echoed != ours.value:
+                # S3 refuses a body whose checksum is not the one sent (BadDigest), so
+                # this answer is not the store's to this write: retried, and the retry's
+                # 412 is settled by the object's write token (s3kv.writes).
                 raise self.foreign(TransientStoreError(
                     f"PUT {where}: the answer names {ours.algorithm} {echoed}, not the "
-                    f"{ours.value} sent: another write's answer (a stale answer on the "
-                    "connection, or a proxy that answers for the store); retried"
+                    f"{ours.value} sent: not the store's answer to this write (a stale "
+                    "answer, or a proxy that answers for the store); retried"
                 ))
         elif self.checksum:
             raise self.foreign(TransientStoreError(
@@ -438,18 +451,10 @@ class Echoes:
                 "echoes to every write: not the answer to this write (a stale answer, or a "
                 "proxy that answers for the store); retried"
             ))
-        with self._lock:  # the ETag of another write's bytes: its answer, replayed
-            other = self._etags.get(etag)
-            if other is None:
-                self._etags[etag] = ours.value
-                if len(self._etags) > _ETAGS_KEPT:
-                    self._etags.popitem(last=False)
-        if other is not None and other != ours.value:
-            raise self.foreign(TransientStoreError(
-                f"PUT {where}: {display_url(endpoint)} answered with the ETag of another "
-                "write (a stale answer on the connection, or a proxy replaying answers); "
-                "retried"
-            ))
+        with self._lock:
+            self._etags[etag] = ours.value
+            if len(self._etags) > _ETAGS_KEPT:
+                self._etags.popitem(last=False)
 
     def check_token(self, operation: str, where: str, endpoint: str, token: str,
                     cache_control: str | None) -> None:

@@ -109,11 +109,13 @@ class ForwardProxy:
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         length = int(next((v for k, v in headers if k.lower() == "content-length"), "0"))
         body = reader.read(length) if length else b""
-        skip = {"connection", "proxy-connection", "keep-alive", "content-length"}
-        lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers
-                                                if k.lower() not in skip)]
+        skip = {"connection", "proxy-connection", "keep-alive", "content-length", "host"}
+        host, port = self._where(parts.netloc)
+        # moto's server reads a bucket from a Host it does not know: name it plainly
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}",
+                 *(f"{k}: {v}" for k, v in headers if k.lower() not in skip)]
         lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
-        with socket.create_connection(self._where(parts.netloc)) as up:
+        with socket.create_connection((host, port)) as up:
             up.sendall("\r\n".join(lines).encode("latin-1") + body)
             answer = b""
             while data := up.recv(65536):

@@ -418,10 +418,12 @@ class FaultProxy:
             pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "max-keys"]
             query = urlencode([*pairs, ("max-keys", str(self.max_keys))])
         target = request.path + (f"?{query}" if query else "")
-        skip = {"connection", "content-length", "transfer-encoding", "keep-alive"}
+        skip = {"connection", "content-length", "transfer-encoding", "keep-alive", "host"}
         if drop_inm:
             skip.add("if-none-match")
-        lines = [f"{request.method} {target} HTTP/1.1"]
+        # moto's server reads a bucket from a Host it does not know: name it plainly
+        lines = [f"{request.method} {target} HTTP/1.1",
+                 f"Host: {self.upstream[0]}:{self.upstream[1]}"]
         lines += [f"{k}: {v}" for k, v in request.headers if k.lower() not in skip]
         lines += [f"Content-Length: {len(request.body)}", "Connection: close", "", ""]
         with socket.create_connection(self.upstream) as up:

@@ -12,7 +12,7 @@ import pytest
 
 from s3kv import S3Settings, SettingsError, Uploader
 from s3kv.settings import display_url
-from s3kv.stores.errors import _short
+from s3kv.stores.errors import short
 from tests.faults.conftest import NS, cli, keys, rows, seed_blocks, settings, write_tree
 
 pytestmark = pytest.mark.integration
@@ -161,7 +161,7 @@ def test_no_message_repeats_a_query(
     assert code == 5 and f"127.0.0.1:{dead.rsplit(':', 1)[1]}" in err
     assert "?" not in err and "list-type" not in err  # botocore's own text shows the query
     assert display_url("http://u:p@h:1/gw?q=1#f") == "http://h:1/gw"
-    assert no_secret(_short(ValueError(f"Invalid endpoint: {SECRET_URLS[0]}")))
+    assert no_secret(short(ValueError(f"Invalid endpoint: {SECRET_URLS[0]}")))
 
 
 def test_seeded_blocks_are_readable_through_a_profile(

@@ -242,17 +242,6 @@ def test_large_blocks_are_stored_through_a_fault_once(
         assert body == row.tobytes()
 
 
-def test_a_large_put_whose_checksum_comes_back_changed_fails(
-    proxy: Any, bucket: str, moto_server: str
-) -> None:
-    from tests.faults.conftest import keys
-
-    p = proxy(lambda r: "bad-echo" if r.is_block and r.method == "PUT" else None)
-    report = store(f"s3://{bucket}/kv", p.url, keys(2), big_rows(2))
-    assert len(report.failed) == 2
-    assert all("the store recorded crc32c AAAAAA==" in w for w in report.failed.values())
-
-
 def test_a_large_put_to_a_store_without_tags_fails_fast(
     proxy: Any, bucket: str, moto_server: str
 ) -> None:
