@@ -138,9 +138,8 @@ class CrtS3Store(S3Store):
         fields = [("Host", self.target.host), *(headers or [])]
         if body is not None:
             fields.append(("Content-Length", str(len(body))))
-        path = f"{self.target.path}/{quote(key, safe='/~')}" + (f"?{query}" if query else "")
         request = http.HttpRequest(
-            method, path, http.HttpHeaders(fields),
+            method, self.request_path(key, query), http.HttpHeaders(fields),
             _Body(body, call) if body is not None else None,
         )
         self._calls.watch(call)
@@ -172,6 +171,10 @@ class CrtS3Store(S3Store):
             call.end(error)
 
         future.add_done_callback(finished)
+
+    def request_path(self, key: str, query: str = "") -> str:
+        """The request target of ``key``: the bucket's path (path-style) and the key."""
+        return f"{self.target.path}/{quote(key, safe='/~')}" + (f"?{query}" if query else "")
 
     def failure(self, exc: BaseException | None, call: Call, method: str, where: str,
                 nbytes: int = 0) -> BaseException:

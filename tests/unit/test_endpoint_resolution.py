@@ -38,8 +38,8 @@ def test_the_data_path_uses_botocores_endpoint(
     store = CrtS3Store("kv-cache", S3Settings.resolve(env={}, region=region))
     try:
         # today: always https://s3.<region>.amazonaws.com, whatever the partition or flags
-        assert (store._host, store._path) == (host, "")
-        assert store._target("a/b.bin") == "/a/b.bin"
+        assert (store.target.host, store.target.path) == (host, "")
+        assert store.request_path("a/b.bin") == "/a/b.bin"
     finally:
         store.close()
 
@@ -47,12 +47,12 @@ def test_the_data_path_uses_botocores_endpoint(
 def test_a_bucket_with_dots_and_a_custom_endpoint_go_path_style() -> None:
     store = CrtS3Store("kv.cache", S3Settings.resolve(env={}, region="us-east-1"))
     try:
-        assert (store._host, store._path) == ("s3.amazonaws.com", "/kv.cache")
+        assert (store.target.host, store.target.path) == ("s3.amazonaws.com", "/kv.cache")
     finally:
         store.close()
     custom = S3Settings.resolve(env={}, endpoint_url="http://gw.internal:8080/s3/", region="x")
     store = CrtS3Store("kv", custom)
     try:
-        assert (store._host, store._path) == ("gw.internal:8080", "/s3/kv")
+        assert (store.target.host, store.target.path) == ("gw.internal:8080", "/s3/kv")
     finally:
         store.close()
