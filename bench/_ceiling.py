@@ -6,7 +6,7 @@ Two loads of the same bytes with nothing of a tier around them:
   of the prompt into its row of a preallocated region, all requests submitted at once;
   no tier, no checksum, no per-block bookkeeping beyond counting the bytes (checked
   after the clock stops). ``CrtGets.s3kv()`` uses the settings s3kv's store uses today
-  (``s3kv.stores.s3_crt``: its part size, one connection per I/O thread); other part
+  (``s3kv.stores.crt``: its part size, one connection per I/O thread); other part
   sizes and connection counts name themselves ``awscrt 4 MiB x 32``.
 * ``memcpy()``: numpy copies the prompt's rows into the load rows (the machine's
   memory bandwidth; what a load from a local cache could at best be).
@@ -59,9 +59,9 @@ class CrtGets:
     @classmethod
     def s3kv(cls, *, connections: int, **link: Any) -> CrtGets:
         """The settings s3kv's awscrt store uses today (part size; connections = threads)."""
-        from s3kv.stores.s3_crt import GET_PART_BYTES
+        from s3kv.stores.crt import PART_BYTES
 
-        return cls(part_bytes=GET_PART_BYTES, connections=connections,
+        return cls(part_bytes=PART_BYTES, connections=connections,
                    name="awscrt GETs (s3kv's settings)", **link)
 
     def load(self, bucket: str, keys: list[str], rows: np.ndarray) -> tuple[float, float]:

@@ -148,7 +148,7 @@ class Call:
             if self.reported:
                 return
             self.reported = True
-            report = self._report
+            report, self._report = self._report, None  # no cycle through the closure
         if report is not None:
             report(error)
 
