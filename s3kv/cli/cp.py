@@ -7,7 +7,6 @@ from typing import Any
 
 from s3kv.cli.options import settings_from_args
 from s3kv.cli.syncing import add_sync_flags, run_sync
-from s3kv.location import parse_location
 
 EXAMPLES = """\
 examples:
@@ -45,6 +44,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.location import parse_location
+
     source, destination = parse_location(args.src), parse_location(args.dst)
     settings = settings_from_args(args)
     source_settings = settings_from_args(

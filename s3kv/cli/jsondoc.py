@@ -16,14 +16,15 @@ import json
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from s3kv.gc import GCReport
-from s3kv.inventory import Inventory
-from s3kv.repair import RepairReport
-from s3kv.scope import NestedCache
-from s3kv.sync import NamespaceSync, SyncReport
-from s3kv.verify import VerifyReport
+if TYPE_CHECKING:
+    from s3kv.gc import GCReport
+    from s3kv.inventory import Inventory
+    from s3kv.repair import RepairReport
+    from s3kv.scope import NestedCache
+    from s3kv.sync import NamespaceSync, SyncReport
+    from s3kv.verify import VerifyReport
 
 SCHEMAS = ("cp", "demo", "error", "gc", "key", "ls", "pull", "push", "repair", "verify")
 

@@ -9,9 +9,6 @@ from typing import Any
 from s3kv.cli import jsondoc
 from s3kv.cli.options import add_common, add_namespace, dumps, namespace_from_args
 from s3kv.errors import InvalidKeyError
-from s3kv.keys import KeyMapper, make_offload_key
-from s3kv.location import parse_location
-from s3kv.scope import own_folder
 
 EXAMPLES = """\
 examples:
@@ -70,6 +67,10 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.keys import KeyMapper, make_offload_key
+    from s3kv.location import parse_location
+    from s3kv.scope import own_folder
+
     namespace = namespace_from_args(args)
     location = parse_location(args.location) if args.location else None
     prefix = location.prefix if location else ""

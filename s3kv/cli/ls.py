@@ -6,13 +6,11 @@ import argparse
 from typing import Any
 
 from s3kv.cli import jsondoc
-from s3kv.cli.ls_table import render
 from s3kv.cli.options import add_allow_empty, add_common, add_connection, settings_from_args
 from s3kv.cli.progress import summary, watching
 from s3kv.cli.syncing import print_nested
 from s3kv.cli.units import format_bytes
 from s3kv.errors import plural
-from s3kv.inventory import inventory
 
 EXAMPLES = """\
 examples:
@@ -47,6 +45,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.cli.ls_table import render
+    from s3kv.inventory import inventory
+
     with watching("ls", resume="ls changes nothing; run it again.") as progress:
         inv = inventory(
             args.location,

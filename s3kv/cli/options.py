@@ -1,14 +1,20 @@
-"""Flags shared by several commands."""
+"""Flags shared by several commands.
+
+Nothing here imports the library at module level: every command registers its flags
+from this module when ``s3kv --help`` builds the parser, which must not wait for boto3
+or pydantic (the library is imported by each command's ``run``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from s3kv.errors import InvalidNamespaceError
-from s3kv.manifest import MAX_MANIFEST_BYTES
-from s3kv.namespace import Namespace
+
+if TYPE_CHECKING:
+    from s3kv.namespace import Namespace
 
 CHECKSUM_ALGORITHMS = ["crc32c", "crc32", "sha256", "none"]
 
@@ -59,6 +65,9 @@ def add_namespace(parser: argparse.ArgumentParser) -> None:
 
 
 def namespace_from_args(args: argparse.Namespace) -> Namespace:
+    from s3kv.manifest import MAX_MANIFEST_BYTES
+    from s3kv.namespace import Namespace
+
     if args.manifest:
         try:
             with open(args.manifest, "rb") as f:
