@@ -22,9 +22,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from s3kv.errors import NothingMatchedError, plural
+from s3kv.errors import InvalidLocationError, NothingMatchedError, plural
 from s3kv.listing import Entry, root_of
-from s3kv.location import Location
+from s3kv.location import Location, parse_location
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.stores import Store
 
@@ -139,14 +139,25 @@ class Census:
                 f"no namespaces directly under {where}; found {found}{more} - {ask}",
                 suggestions=tuple(c.location for c in caches),
             )
-        if self.stray or allow_empty:
+        if self.stray:
             return  # keys outside the layout: the command names them itself
+        missing = self.location.path is not None and not self.location.path.is_dir()
+        if allow_empty and not missing:
+            return  # an existing location with nothing in it (a bucket's missing is exit 3)
         close = _close_locations(store, self.location)
-        missing = self.location.path is not None and not self.location.path.exists()
+        s3_url = _meant_as_s3(self.location) if missing else None
+        meant = close[:1] + ([s3_url] if s3_url else [])
+        if meant:
+            hint = f"did you mean {' or '.join(meant)}?"
+        elif missing:
+            hint = "give an existing directory, or s3://bucket/prefix"
+        else:
+            hint = ALLOW_EMPTY_HINT
+        if missing and allow_empty:
+            hint = f"--allow-empty accepts an existing empty location only; {hint}"
         what = "no such directory" if missing else "nothing under it"
-        hint = f"did you mean {close[0]}?" if close else ALLOW_EMPTY_HINT
         raise NothingMatchedError(
-            f"no namespaces at {where} ({what}) - {hint}", suggestions=tuple(close)
+            f"no namespaces at {where} ({what}) - {hint}", suggestions=tuple(meant)
         )
 
     def _check_namespaces(self) -> None:
@@ -216,6 +227,19 @@ def own_folder(location: Location) -> tuple[str, str, int | None] | None:
             continue
         return parent, parsed.folder, parsed.rank
     return None
+
+
+def _meant_as_s3(location: Location) -> str | None:
+    """``s3://kv-prod/prod`` for a directory given as ``kv-prod/prod`` (no scheme), when
+    that text reads as a bucket and prefix; None for paths written as paths (``/``,
+    ``./``, ``~``)."""
+    text = location.given
+    if not text or text.startswith(("/", ".", "~")):
+        return None
+    try:
+        return parse_location("s3://" + text).url
+    except InvalidLocationError:
+        return None
 
 
 def _close_locations(store: Store, location: Location) -> list[str]:
