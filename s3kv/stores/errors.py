@@ -117,6 +117,35 @@ def retry_after(headers: Iterable[tuple[str, str]]) -> float | None:
     return None
 
 
+PLAIN_HTTP_SIGNS = (
+    "WRONG_VERSION_NUMBER",
+    "wrong version number",
+    "record layer failure",
+    "packet length too long",
+    "unknown protocol",
+    "http request",
+)
+"""What OpenSSL (1.1 to 3.x) says when the other end of a handshake answers in plain
+HTTP: an https:// URL pointed at an HTTP port."""
+
+
+def tls_failed(what: str, endpoint: str, detail: str) -> StoreError:
+    """A failed TLS handshake. When the port answered in plain HTTP, say that (the CA
+    advice would send the user the wrong way); else advise on trusting the server's CA."""
+    if any(sign in detail for sign in PLAIN_HTTP_SIGNS):
+        shown = display_url(endpoint) if "://" in endpoint else "the endpoint"
+        plain = shown.replace("https://", "http://", 1) if shown.startswith("https://") else ""
+        fix = f"use {plain} (or the store's TLS port)" if plain else "use http:// or a TLS port"
+        return StoreError(
+            f"{what}: {shown} answered in plain HTTP, not TLS: the URL says https:// but the "
+            f"port speaks HTTP; {fix} in --endpoint-url"
+        )
+    return StoreError(
+        f"{what}: TLS verification failed ({detail}); pass the server's CA with "
+        "--ca-bundle/S3KV_CA_BUNDLE (or --no-verify-tls for testing)"
+    )
+
+
 @contextmanager
 def translated(operation: str, where: str, endpoint: str = "the endpoint") -> Iterator[None]:
     """Run a boto3 call; re-raise its failure as an s3kv error naming what and where."""
@@ -133,10 +162,7 @@ def translated(operation: str, where: str, endpoint: str = "the endpoint") -> It
             "where an instance role is available"
         ) from None
     except bx.SSLError as exc:
-        raise StoreError(
-            f"{operation} {where}: TLS verification failed ({_short(exc)}); pass the "
-            "server's CA with --ca-bundle/S3KV_CA_BUNDLE (or --no-verify-tls for testing)"
-        ) from exc
+        raise tls_failed(f"{operation} {where}", endpoint, _short(exc)) from exc
     except (bx.ReadTimeoutError, bx.ConnectTimeoutError, TimeoutError) as exc:
         raise TransientStoreError(f"{operation} {where}: {_short(exc)}; {TIMEOUT_HINT}") from exc
     except (

@@ -26,7 +26,7 @@ from s3kv.errors import S3KVError, StoreError
 from s3kv.errors import TransientStoreError as Transient
 from s3kv.settings import S3Settings
 from s3kv.stores.endpoint import DataEndpoint
-from s3kv.stores.errors import no_answer
+from s3kv.stores.errors import no_answer, tls_failed
 
 MAX_HEAD_BYTES = 64 * 1024
 """An answer's status line and headers; an error body is read up to this size too."""
@@ -210,10 +210,7 @@ class Links:
             link.handshake()
         except ssl.SSLError as exc:
             link.close()
-            raise StoreError(
-                f"TLS with {url} failed ({exc}); pass the server's CA with "
-                "--ca-bundle/S3KV_CA_BUNDLE (or --no-verify-tls for testing)"
-            ) from None
+            raise tls_failed(f"TLS with {url}", url, str(exc)) from None
         except (OSError, Stale) as exc:
             link.close()
             raise Transient(f"TLS with {url} failed: {exc}") from None
