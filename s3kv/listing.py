@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from s3kv.errors import ManifestError, NotAnS3KVKeyError, ObjectNotFoundError
 from s3kv.keys import join_prefix, manifest_path
 from s3kv.location import Location
-from s3kv.manifest import MAX_MANIFEST_BYTES
+from s3kv.manifest import MAX_MANIFEST_BYTES, Provenance, read_provenance
 from s3kv.namespace import Namespace
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.retry import with_retries
@@ -128,6 +128,8 @@ class Manifest:
     problem: str = ""
     """Why the manifest cannot be trusted (unparseable, or fields that do not hash to
     the folder's digest); empty when it is sound."""
+    provenance: Provenance | None = None
+    """When and by which s3kv (and vLLM) it was created; None if not recorded."""
 
 
 def read_capped(store: Store, key: str, settings: S3Settings) -> bytes:
@@ -149,7 +151,7 @@ def read_manifest(
         data = read_capped(store, key, settings)
     except ObjectNotFoundError:
         return None
-    return Manifest(key, data, *check_manifest(data, folder))
+    return Manifest(key, data, *check_manifest(data, folder), read_provenance(data))
 
 
 def check_manifest(data: bytes, folder: str) -> tuple[Namespace | None, str]:
