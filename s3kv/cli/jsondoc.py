@@ -85,7 +85,7 @@ def _namespace(ns: NamespaceSync, dry_run: bool) -> dict[str, Any]:
     return {
         "folder": ns.folder,
         "manifest": ns.manifest,
-        "problem": ns.problem,
+        "problem": ns.problem or None,
         **_sync_counts(dry_run, ns.copied, ns.replaced, ns.bytes),
         "already_present": ns.already_present,
         "failed": ns.failed,
@@ -143,8 +143,13 @@ def ls(inv: Inventory) -> dict[str, Any]:
                 "oldest": timestamp(ns.oldest),
                 "newest": timestamp(ns.newest),
                 "manifest": ns.manifest,
-                "problem": ns.manifest_problem,
+                "problem": ns.manifest_problem or None,
                 "bytes_by_last_use": dict(ns.bytes_by_last_use),
+                "blocks_by_last_use": dict(ns.blocks_by_last_use),
+                "block_bytes": ns.block_bytes,
+                "created": timestamp(ns.created),
+                "s3kv_version": ns.s3kv_version,
+                "vllm_version": ns.vllm_version,
             }
             for ns in inv.namespaces
         ],
