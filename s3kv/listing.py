@@ -106,6 +106,24 @@ def _temp_target(key: str) -> ParsedKey | None:
         return None
 
 
+def child_names(store: Store, parent: str) -> Iterator[str]:
+    """The first-level names under ``parent`` (a listing prefix ending in ``/``), in key
+    order, one request each however much lies below each: after a name, the listing
+    restarts past everything under it (``<name>/`` sorts just before ``<name>0``)."""
+    after: str | None = None
+    while True:
+        listing = store.list(parent, start_after=after)
+        info = next(listing, None)
+        close = getattr(listing, "close", None)
+        if close is not None:
+            close()
+        if info is None:
+            return
+        name, sep, _ = info.key[len(parent) :].partition("/")
+        yield name
+        after = f"{parent}{name}0" if sep else info.key
+
+
 def usual_size(sizes: Mapping[int, int]) -> int | None:
     """The block size of a namespace and rank from ``{size: count}`` of its blocks: the
     most common one (the CPU row stride); on a tie the larger (a short object is the

@@ -17,13 +17,14 @@ folders, digests and ranks (``difflib``).
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from s3kv.errors import InvalidLocationError, NothingMatchedError, plural
-from s3kv.listing import Entry, root_of
+from s3kv.listing import Entry, child_names, root_of
 from s3kv.location import Location, parse_location
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.stores import Store
@@ -255,25 +256,5 @@ def _close_locations(store: Store, location: Location) -> list[str]:
     if not name:
         return []  # a whole bucket: no sibling to offer
     root = root_of(head)
-    names = _children(store, root)
+    names = list(itertools.islice(child_names(store, root), MAX_SIBLINGS))
     return [f"s3://{location.bucket}/{root}{n}" for n in closest(name, names, n=3) if n != name]
-
-
-def _children(store: Store, parent: str) -> list[str]:
-    """The first-level names under ``parent`` (a listing prefix), one request each: after
-    a name, the listing restarts past everything under it (``<name>/`` sorts just before
-    ``<name>0``)."""
-    names: list[str] = []
-    after: str | None = None
-    while len(names) < MAX_SIBLINGS:
-        listing = store.list(parent, start_after=after)
-        info = next(listing, None)
-        close = getattr(listing, "close", None)
-        if close is not None:
-            close()
-        if info is None:
-            break
-        name, sep, _ = info.key[len(parent) :].partition("/")
-        names.append(name)
-        after = f"{parent}{name}0" if sep else info.key
-    return names

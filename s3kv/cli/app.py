@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from s3kv import __version__
-from s3kv.cli import cp, demo, gc, jsondoc, key, ls, pull, push, repair, verify
+from s3kv.cli import cp, demo, gc, jsondoc, key, ls, pull, push, repair, rm, verify
 from s3kv.cli.options import CHECKSUM_ALGORITHMS
 from s3kv.cli.progress import Interrupted
 from s3kv.errors import (
@@ -53,7 +53,7 @@ KINDS = {
 }
 """The ``error.kind`` of ``--json`` error documents, by exit code."""
 
-COMMANDS = [push, pull, cp, ls, verify, repair, gc, demo, key]
+COMMANDS = [push, pull, cp, ls, verify, repair, gc, rm, demo, key]
 
 EPILOG = """\
 exit codes:

@@ -20,7 +20,7 @@ HEAVY = ("boto3", "botocore", "awscrt", "pydantic", "s3kv.stores", "s3kv.namespa
 PROBE = """
 import contextlib, io, sys
 from s3kv.cli import main
-for argv in (["--version"], ["--help"], ["gc", "--help"], ["ls", "--help"]):
+for argv in (["--version"], ["--help"], ["gc", "--help"], ["rm", "--help"], ["ls", "--help"]):
     with contextlib.redirect_stdout(io.StringIO()):
         try:
             main(argv)
