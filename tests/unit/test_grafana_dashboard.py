@@ -120,3 +120,17 @@ def test_the_vendored_schema_says_where_it_comes_from() -> None:
     assert "sha512-" in readme and "scripts/grafana-schema.sh" in readme
     for path in SCHEMAS.glob("*.schema.json"):
         assert path.name in readme, path.name
+
+
+def test_the_picture_in_the_docs_is_of_this_dashboards_queries() -> None:
+    """docs/img/dashboard.png is drawn from docs/img/dashboard.json: the answers a real
+    Prometheus gave to these very queries (scripts/dashboard_run.py; rerun it when a
+    panel changes)."""
+    drawn = json.loads((ROOT / "docs" / "img" / "dashboard.json").read_text())
+    assert [(p["title"], [t["expr"] for t in p["targets"]]) for p in drawn["panels"]] == [
+        (p["title"], [t["expr"] for t in p["targets"]]) for p in panels()
+    ]
+    empty = [p["title"] for p in drawn["panels"]
+             if not any(t["result"] for t in p["targets"])]  # fmt: skip
+    assert empty == [], f"panels the run left without data: {empty}"
+    assert drawn["prometheus"].startswith("prometheus, version")

@@ -62,6 +62,7 @@ class Scraper:
 
 def exercise(manager: Any, s3_client: Any, bucket: str, *, round: int, stored: int = 6) -> None:
     """One round of traffic (see the module); ``round`` keeps each round's keys apart."""
+    assert stored >= 5, "three hits, one block damaged and one deleted"
     tier = manager.secondary_tiers[0]
     base = 10_000 * (round + 1)
     keys = harness.keys(stored, start=base)
