@@ -20,7 +20,7 @@ examples:
       --block-hash 00a1b2c3d4e5f607
 
   # the same for a tree vLLM's filesystem tier wrote (namespace from its config.json)
-  s3kv key /mnt/kv --manifest /mnt/kv/meta-llama_Llama-3.1-8B-Instruct_7b5b9262b950/config.json
+  s3kv key /mnt/kv --manifest /mnt/kv/meta-llama_Llama-3.1-8B-Instruct_330cb72a4d52/config.json
 
   # keys as vLLM's object-store tier stores them (the same layout), as JSON
   s3kv key s3://my-bucket/kv --style vllm-obj --model m --tokens-per-hash 16 \\

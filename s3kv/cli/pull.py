@@ -15,7 +15,7 @@ examples:
   s3kv pull s3://my-bucket/kv /mnt/kv
 
   # one namespace, from MinIO, as JSON
-  s3kv pull s3://kv/cache /mnt/kv --namespace meta-llama_Llama-3.1-8B-Instruct_884231045651 \\
+  s3kv pull s3://kv-cache/kv /mnt/kv --namespace meta-llama_Llama-3.1-8B-Instruct_330cb72a4d52 \\
       --endpoint-url http://minio:9000 --json
 
   # blocks vLLM's object-store tier wrote (it writes no config.json)

@@ -15,7 +15,7 @@ examples:
   s3kv push /mnt/kv s3://my-bucket/kv
 
   # one model's namespace, rank 0 only, to MinIO; see first what would go
-  s3kv push /mnt/kv s3://kv/cache --namespace 884231045651 --rank 0 \\
+  s3kv push /mnt/kv s3://kv-cache/kv --namespace 330cb72a4d52 --rank 0 \\
       --endpoint-url http://minio:9000 --dry-run
 
   # a re-run (after Ctrl-C or a failure) sends only what is missing

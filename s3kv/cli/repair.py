@@ -27,7 +27,7 @@ examples:
   s3kv repair /mnt/kv --from s3://my-bucket/kv --remove-unrepairable
 
   # no good copy at all: remove what fails its check (vLLM recomputes those blocks)
-  s3kv repair s3://my-bucket/kv --remove-unrepairable --namespace 884231045651
+  s3kv repair s3://my-bucket/kv --remove-unrepairable --namespace 330cb72a4d52
 
 A block fails its check when it is empty, of another size than its namespace's blocks,
 does not match the checksum recorded with it, or (recording none: a directory, vLLM's
