@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHELL = ("sh", "bash", "shell")
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
          *sorted((ROOT / "terraform").glob("**/README.md"))]  # fmt: skip
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^ *```(\w*)\n(.*?)^ *```", re.S | re.M)
 
 NEEDS_ACCOUNT = "Terraform against AWS or MinIO: a cloud account and providers from the internet"
 EXCLUDED: dict[tuple[str, str], str] = {
