@@ -6,9 +6,9 @@ lifecycle rule or ``gc`` takes them. :func:`remove` takes them now, by folder or
 (``namespaces``) or every namespace of a model (``models``):
 
 1. The namespaces directly under the location are found by name, one listing request per
-   folder (:func:`s3kv.listing.child_names`): the blocks of other namespaces are never
-   listed, let alone touched. A filter that matches none is
-   :class:`s3kv.NothingMatchedError` with the closest names.
+   folder (:mod:`s3kv.folders`): the blocks of other namespaces are never listed, let
+   alone touched. A filter that matches none is :class:`s3kv.NothingMatchedError` with
+   the closest names.
 2. Each namespace is listed (its folder and its rank folders; a key is the namespace's
    only when it parses to that folder) and counted: a dry run stops here.
 3. Its blocks are deleted in batches of up to 1,000 keys, each with the ETag the listing
@@ -36,23 +36,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from s3kv.errors import InvalidInputError, NotAnS3KVKeyError, NothingMatchedError, S3KVError
+from s3kv.errors import InvalidInputError, NotAnS3KVKeyError, S3KVError
+from s3kv.folders import model_part, namespace_folders, pick
 from s3kv.gc_lease import GCLease
 from s3kv.gc_manifests import EmptyManifests
-from s3kv.listing import (
-    GC_LEASE_NAME,
-    STALE_TEMP_SECONDS,
-    Entry,
-    child_names,
-    read_manifest,
-    root_of,
-)
+from s3kv.listing import GC_LEASE_NAME, STALE_TEMP_SECONDS, Entry, read_manifest, root_of
 from s3kv.location import Location, parse_location
-from s3kv.namespace import DIGEST_LENGTH
 from s3kv.parse import parse_key
 from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
-from s3kv.scope import closest
 from s3kv.settings import S3Settings
 from s3kv.stores import ObjectInfo, Store, open_store
 from s3kv.stores.base import DELETE_BATCH
@@ -130,7 +122,7 @@ def remove(
     store = open_store(loc, settings)
     lease = None if dry_run else GCLease(store, loc, settings)
     try:
-        folders = _chosen(loc, _folders(store, loc), namespaces, models)
+        folders = pick(loc, namespace_folders(store, loc), namespaces=namespaces, models=models)
         if lease is not None:
             lease.acquire()
         job = _Removal(store, loc, settings, dry_run, lease, Meter(on_progress, dry_run=dry_run))
@@ -158,70 +150,6 @@ def remove(
         failures={**job.failures, **job.manifests.failures},
         seconds=time.perf_counter() - started,
     )
-
-
-# -- which namespaces -----------------------------------------------------------------
-
-
-def _folders(store: Store, loc: Location) -> dict[str, set[int]]:
-    """Namespace folders directly under the location -> ranks with a folder of blocks."""
-    found: dict[str, set[int]] = {}
-    for name in child_names(store, root_of(loc.prefix)):
-        for probe in (f"{name}/config.json", f"{name}/abc/de_g0/abcdef.bin"):
-            try:
-                parsed = parse_key(probe)
-            except NotAnS3KVKeyError:
-                continue
-            ranks = found.setdefault(parsed.folder, set())
-            if parsed.rank is not None:
-                ranks.add(parsed.rank)
-            break
-    return found
-
-
-def model_part(folder: str) -> str:
-    """The model of a folder as vLLM spells it there (``/`` replaced by ``_``)."""
-    return folder[: -(DIGEST_LENGTH + 1)]
-
-
-def _chosen(
-    loc: Location, folders: dict[str, set[int]], namespaces: Sequence[str], models: Sequence[str]
-) -> dict[str, set[int]]:
-    if not folders:
-        raise NothingMatchedError(
-            f"no namespaces directly under {loc.url} - check the location with 's3kv ls'"
-        )
-    chosen: dict[str, set[int]] = {}
-    misses: list[str] = []
-    suggestions: list[str] = []
-    digests = {f: f.rpartition("_")[2] for f in folders}
-    for value in namespaces:
-        hits = [f for f in folders if value in (f, digests[f])]
-        candidates = sorted(folders) + sorted(digests.values())
-        _note(f"--namespace {value}", hits, closest(value, candidates), misses, suggestions)
-        chosen.update((f, folders[f]) for f in hits)
-    for model in models:
-        hits = [f for f in folders if model_part(f) == model.replace("/", "_")]
-        candidates = sorted({model_part(f) for f in folders})
-        _note(f"--model {model}", hits, closest(model.replace("/", "_"), candidates),
-              misses, suggestions)  # fmt: skip
-        chosen.update((f, folders[f]) for f in hits)
-    if misses:
-        raise NothingMatchedError(
-            f"{'; '.join(misses)} (at {loc.url}); nothing removed", suggestions=tuple(suggestions)
-        )
-    return dict(sorted(chosen.items()))
-
-
-def _note(
-    flag: str, hits: Sequence[str], close: list[str], misses: list[str], suggestions: list[str]
-) -> None:
-    """A filter that matched nothing: the message and the closest names."""
-    if hits:
-        return
-    suggestions += close
-    hint = f" - did you mean {' or '.join(close)}?" if close else ""
-    misses.append(f"{flag} matched no namespace{hint}")
 
 
 # -- removing -------------------------------------------------------------------------
