@@ -32,7 +32,8 @@ def add_allow_empty(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-empty",
         action="store_true",
-        help="a location with nothing at all under it is not an error (exit 0, not 7)",
+        help="an existing location with nothing at all under it is not an error (exit 0, "
+        "not 7); a directory that does not exist still is",
     )
 
 
