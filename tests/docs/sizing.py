@@ -54,7 +54,7 @@ def model_rows() -> list[str]:
         b = per_token(layers, heads, dim)
         blocks = " / ".join(size(b * t) for t in BLOCK_TOKENS)
         rows.append(
-            f"| `{model}` | {layers} x {heads} x {dim} | {b:,} B ({size(b)}) | {blocks} | "
+            f"| `{model}` | {layers} | {heads} | {dim} | {b:,} B ({size(b)}) | {blocks} | "
             f"{size(b * PROMPT_TOKENS)} |"
         )
     return rows
