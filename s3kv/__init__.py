@@ -2,9 +2,17 @@
 
 Keys are byte-identical to vLLM 0.33.0's ``FileMapper``; see :class:`Namespace`,
 :class:`KeyMapper` and :func:`parse_key`.
+
+The errors are imported at once (they import nothing); every other public name is
+imported on first use (PEP 562), so ``import s3kv`` and the ``s3kv`` command's ``--help``
+and ``--version`` start without boto3, awscrt and pydantic.
 """
 
-from s3kv.downloader import Downloader
+from __future__ import annotations
+
+import importlib
+import typing
+
 from s3kv.errors import (
     AccessDeniedError,
     BucketNotFoundError,
@@ -37,15 +45,47 @@ from s3kv.errors import (
     UnsupportedByStoreError,
     WrongRegionError,
 )
-from s3kv.jobs import TransferJob
-from s3kv.keys import KeyMapper, make_offload_key, split_offload_key
-from s3kv.namespace import Namespace
-from s3kv.parse import ParsedKey, parse_key
-from s3kv.report import TransferReport
-from s3kv.settings import S3Settings
-from s3kv.uploader import Uploader
+
+if typing.TYPE_CHECKING:
+    from s3kv.downloader import Downloader
+    from s3kv.jobs import TransferJob
+    from s3kv.keys import KeyMapper, make_offload_key, split_offload_key
+    from s3kv.namespace import Namespace
+    from s3kv.parse import ParsedKey, parse_key
+    from s3kv.report import TransferReport
+    from s3kv.settings import S3Settings
+    from s3kv.uploader import Uploader
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Downloader": "s3kv.downloader",
+    "KeyMapper": "s3kv.keys",
+    "Namespace": "s3kv.namespace",
+    "ParsedKey": "s3kv.parse",
+    "S3Settings": "s3kv.settings",
+    "TransferJob": "s3kv.jobs",
+    "TransferReport": "s3kv.report",
+    "Uploader": "s3kv.uploader",
+    "make_offload_key": "s3kv.keys",
+    "parse_key": "s3kv.parse",
+    "split_offload_key": "s3kv.keys",
+}
+"""Public names imported on first use, and the module each comes from."""
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 's3kv' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AccessDeniedError",

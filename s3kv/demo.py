@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from s3kv.errors import S3KVError, StoreError
+from s3kv.errors import InvalidInputError, S3KVError, StoreError
 from s3kv.inventory import Inventory, inventory
 from s3kv.keys import KeyMapper, make_offload_key
 from s3kv.namespace import Namespace
@@ -56,6 +56,9 @@ class DemoReport:
     pull: SyncReport
     identical: bool
     seconds: float
+    kept: Path | None = None
+    """Where the written cache (``vllm-cache``) and the pulled copy (``pulled``) were
+    kept (``keep``); None when they were deleted at the end."""
 
 
 def demo_namespace() -> Namespace:
@@ -173,8 +176,13 @@ def run_demo(
     prefix: str = "kv",
     blocks: int = 64,
     say: Callable[[str], None] = lambda _: None,
+    keep: Path | None = None,
 ) -> DemoReport:
     """Push, list, verify and pull a synthetic cache.
+
+    ``keep``: a new or empty directory to write the cache (``vllm-cache``) and the pulled
+    copy (``pulled``) into and leave there; by default they go to a temp directory that
+    is deleted at the end.
 
     The demo writes only where it is told: to ``endpoint_url`` when given (the caller
     named it), else to an embedded endpoint it starts on 127.0.0.1 and stops. An endpoint
@@ -182,9 +190,11 @@ def run_demo(
     ignored, and said so: a demo must never create buckets on a store someone merely
     configured.
     """
+    if keep is not None:
+        keep = _keep_dir(keep)
     if endpoint_url is not None:
         named = settings.model_copy(update={"endpoint_url": endpoint_url})
-        return _run(named, False, bucket, prefix, blocks, say)
+        return _run(named, False, bucket, prefix, blocks, say, keep)
     if settings.endpoint_url is not None:
         say(
             f"ignoring the configured endpoint {settings.endpoint_url} (environment or "
@@ -203,9 +213,34 @@ def run_demo(
                 "session_token": None,
             }
         )
-        report = _run(local, True, bucket, prefix, blocks, say)
+        report = _run(local, True, bucket, prefix, blocks, say, keep)
     say("stopped the embedded S3 endpoint")
     return report
+
+
+def _keep_dir(path: Path) -> Path:
+    """``keep`` made ready: created if missing; refused unless it is an empty directory
+    (the demo never writes among someone's files)."""
+    path = Path(path).expanduser().absolute()
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise InvalidInputError(
+            f"--keep {path}: not an empty directory; give a new or empty one (the demo "
+            "writes vllm-cache/ and pulled/ there)"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInputError(f"--keep {path}: cannot create it: {exc.strerror}") from None
+    return path
+
+
+@contextmanager
+def _workdir(keep: Path | None) -> Iterator[str]:
+    if keep is not None:
+        yield str(keep)
+        return
+    with tempfile.TemporaryDirectory(prefix="s3kv-demo-") as work:
+        yield work
 
 
 def _run(
@@ -215,11 +250,12 @@ def _run(
     prefix: str,
     blocks: int,
     say: Callable[[str], None],
+    keep: Path | None = None,
 ) -> DemoReport:
     started = time.perf_counter()
     ensure_bucket(settings, bucket)
     location = f"s3://{bucket}/{prefix}"
-    with tempfile.TemporaryDirectory(prefix="s3kv-demo-") as work:
+    with _workdir(keep) as work:
         source, target = Path(work, "vllm-cache"), Path(work, "pulled")
         t = time.perf_counter()
         namespace = write_cache(source, blocks)
@@ -268,4 +304,5 @@ def _run(
         pull=pull,
         identical=identical,
         seconds=time.perf_counter() - started,
+        kept=keep,
     )

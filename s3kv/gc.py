@@ -128,6 +128,9 @@ def gc(
     store = open_store(loc, settings)
     lease = None if dry_run else GCLease(store, loc, settings)
     try:
+        if loc.path is not None and not loc.path.is_dir():
+            # Before the lease, whose write would create the directory it names.
+            Census(loc).check(store, allow_empty=allow_empty)
         if lease is not None:
             lease.acquire()
         job = _GC(loc, store, settings, now, dry_run, lease)
@@ -196,7 +199,8 @@ class _GC:
                 self.manifests[parsed.folder] = entry
             else:
                 when = entry.info.last_modified or self.now
-                self.meter.add(1, entry.info.size)
+                if self.meter.phase == "listing":  # deleting counts what _flush confirms
+                    self.meter.add(1, entry.info.size)
                 yield entry, (self.now - when).total_seconds()
 
     def run(
@@ -210,7 +214,8 @@ class _GC:
         cutoff_minute, cutoff_quota = self._budget(older_than, max_bytes)
         if max_bytes is not None:  # the first pass listed everything: check before deleting
             self.census.check(self.store, allow_empty=self.allow_empty)
-            self.meter.start("deleting", blocks=self.census.blocks, nbytes=self.census.bytes)
+            # The bytes over budget (a floor with --older-than too); blocks are not known.
+            self.meter.start("deleting", nbytes=max(self.census.bytes - max_bytes, 0))
         else:
             self.meter.start("deleting")
         kept = kept_bytes = 0
@@ -326,7 +331,7 @@ class _GC:
                     self.gone += 1
             elif folder:
                 self.deleted, self.freed = self.deleted + 1, self.freed + size
-                self.meter.add(0, 0, size)
+                self.meter.add(1, size, size)
 
     def _abort_uploads(self, older_than: float) -> int:
         limit = self.now - timedelta(seconds=older_than)

@@ -17,11 +17,12 @@ take is the last bucket(s); what is hot is the first.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal
 
-from s3kv.listing import MAX_EXAMPLES, read_manifest, walk
+from s3kv.listing import MAX_EXAMPLES, read_manifest, usual_size, walk
 from s3kv.location import Location, parse_location
 from s3kv.namespace import DIGEST_LENGTH
 from s3kv.progress import Meter, ProgressCallback
@@ -71,6 +72,19 @@ class NamespaceSummary:
     """Key styles seen: ``s3kv`` (vLLM's filesystem and object-store tiers store one layout)."""
     bytes_by_last_use: dict[str, int] = field(default_factory=dict)
     """Bytes by time since last use, keyed by :data:`LAST_USE_BUCKETS` (every key present)."""
+    blocks_by_last_use: dict[str, int] = field(default_factory=dict)
+    """Blocks by time since last use, keyed as ``bytes_by_last_use``."""
+    block_bytes: int | None = None
+    """The namespace's block size: its blocks' most common size (the CPU row stride);
+    None without blocks."""
+    created: datetime | None = None
+    """When s3kv created the manifest (its record in it); None if not recorded: written
+    by vLLM or an s3kv before 0.1.0's record, or no manifest."""
+    s3kv_version: str | None = None
+    """The s3kv that created the manifest; None if not recorded."""
+    vllm_version: str | None = None
+    """The vLLM whose tier (s3kv's) created the manifest; None if not recorded (also
+    for a manifest written by ``push`` or the library without a vLLM)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +118,10 @@ class _Tally:
     by_last_use: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys((n for n, _ in LAST_USE_BUCKETS), 0)
     )
+    blocks_by_last_use: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys((n for n, _ in LAST_USE_BUCKETS), 0)
+    )
+    sizes: Counter[int] = field(default_factory=Counter)
 
 
 def inventory(
@@ -153,7 +171,10 @@ def inventory(
             meter.add(1, entry.info.size)
             when = entry.info.last_modified
             age = float("inf") if when is None else (now - when).total_seconds()
-            tally.by_last_use[last_use_bucket(max(age, 0.0))] += entry.info.size
+            used = last_use_bucket(max(age, 0.0))
+            tally.by_last_use[used] += entry.info.size
+            tally.blocks_by_last_use[used] += 1
+            tally.sizes[entry.info.size] += 1
             if when is not None:
                 tally.oldest = when if tally.oldest is None else min(tally.oldest, when)
                 tally.newest = when if tally.newest is None else max(tally.newest, when)
@@ -162,6 +183,7 @@ def inventory(
         for (prefix, folder), tally in sorted(tallies.items()):
             manifest = read_manifest(store, prefix, folder, settings) if tally.manifest else None
             ns = manifest.namespace if manifest is not None else None
+            record = manifest.provenance if manifest is not None else None
             rows.append(
                 NamespaceSummary(
                     prefix=prefix,
@@ -185,6 +207,11 @@ def inventory(
                     manifest_problem=manifest.problem if manifest is not None else "",
                     styles=tuple(sorted(tally.styles)),
                     bytes_by_last_use=dict(tally.by_last_use),
+                    blocks_by_last_use=dict(tally.blocks_by_last_use),
+                    block_bytes=usual_size(tally.sizes),
+                    created=record.created if record else None,
+                    s3kv_version=record.s3kv_version if record else None,
+                    vllm_version=record.vllm_version if record else None,
                 )
             )
     finally:

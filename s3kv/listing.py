@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from s3kv.errors import ManifestError, NotAnS3KVKeyError, ObjectNotFoundError
 from s3kv.keys import join_prefix, manifest_path
 from s3kv.location import Location
-from s3kv.manifest import MAX_MANIFEST_BYTES
+from s3kv.manifest import MAX_MANIFEST_BYTES, Provenance, read_provenance
 from s3kv.namespace import Namespace
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.retry import with_retries
@@ -106,6 +106,24 @@ def _temp_target(key: str) -> ParsedKey | None:
         return None
 
 
+def child_names(store: Store, parent: str) -> Iterator[str]:
+    """The first-level names under ``parent`` (a listing prefix ending in ``/``), in key
+    order, one request each however much lies below each: after a name, the listing
+    restarts past everything under it (``<name>/`` sorts just before ``<name>0``)."""
+    after: str | None = None
+    while True:
+        listing = store.list(parent, start_after=after)
+        info = next(listing, None)
+        close = getattr(listing, "close", None)
+        if close is not None:
+            close()
+        if info is None:
+            return
+        name, sep, _ = info.key[len(parent) :].partition("/")
+        yield name
+        after = f"{parent}{name}0" if sep else info.key
+
+
 def usual_size(sizes: Mapping[int, int]) -> int | None:
     """The block size of a namespace and rank from ``{size: count}`` of its blocks: the
     most common one (the CPU row stride); on a tie the larger (a short object is the
@@ -128,6 +146,8 @@ class Manifest:
     problem: str = ""
     """Why the manifest cannot be trusted (unparseable, or fields that do not hash to
     the folder's digest); empty when it is sound."""
+    provenance: Provenance | None = None
+    """When and by which s3kv (and vLLM) it was created; None if not recorded."""
 
 
 def read_capped(store: Store, key: str, settings: S3Settings) -> bytes:
@@ -149,7 +169,7 @@ def read_manifest(
         data = read_capped(store, key, settings)
     except ObjectNotFoundError:
         return None
-    return Manifest(key, data, *check_manifest(data, folder))
+    return Manifest(key, data, *check_manifest(data, folder), read_provenance(data))
 
 
 def check_manifest(data: bytes, folder: str) -> tuple[Namespace | None, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from s3kv.errors import InvalidLocationError, InvalidPrefixError, describe_value
@@ -25,6 +25,9 @@ class Location:
     bucket: str | None
     prefix: str
     path: Path | None = None
+    given: str = field(default="", compare=False)
+    """The text a directory was given as (before ``~`` and the working directory): what
+    the user typed, for messages such as "did you mean s3://...?"."""
 
     @property
     def is_s3(self) -> bool:
@@ -80,7 +83,7 @@ def parse_location(text: str | os.PathLike[str]) -> Location:
                 f"{describe_value(text)}: no home directory for {text.split('/')[0]!r}; "
                 "write ./NAME for a directory whose name starts with '~'"
             ) from None
-        return Location(bucket=None, prefix="", path=path.absolute())
+        return Location(bucket=None, prefix="", path=path.absolute(), given=text)
     if scheme["scheme"].lower() != "s3":
         raise InvalidLocationError(
             f"{describe_value(text)}: unsupported scheme {scheme['scheme']!r}; use "

@@ -1,4 +1,5 @@
-"""Reading a ``config.json``: the one strict parser, bounded in bytes, depth and digits.
+"""A namespace's ``config.json``: the one strict parser (bounded in bytes, depth and
+digits), and the record s3kv adds to the manifests it writes (:class:`Provenance`).
 
 A manifest comes from a bucket or a directory anyone may have written to, so it is
 parsed as hostile input. vLLM's FileMapper writes a few hundred bytes to a few dozen KiB
@@ -19,7 +20,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from s3kv.errors import ManifestError
@@ -154,3 +158,88 @@ def _json_type(value: Any) -> str:
     return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number"
     )
+
+
+# -- s3kv's record of who wrote a manifest ------------------------------------------------
+
+PROVENANCE_FIELD = "s3kv"
+"""The one field s3kv adds to the manifests it writes: ``{"created", "s3kv_version",
+"vllm_version"}``. vLLM never reads ``config.json`` back (its FileMapper hashes the run
+config it was built with), and s3kv leaves this field out of the namespace's fields, so
+the folder's digest is the same with it or without it."""
+_VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """When s3kv created a manifest, and with which s3kv and vLLM (None: not recorded,
+    or not written by s3kv's vLLM tier)."""
+
+    created: datetime | None
+    s3kv_version: str | None
+    vllm_version: str | None = None
+
+    @classmethod
+    def now(cls, *, vllm_version: str | None = None) -> Provenance:
+        from s3kv import __version__
+
+        created = datetime.now(timezone.utc).replace(microsecond=0)
+        return cls(created, __version__, vllm_version)
+
+    def as_field(self) -> dict[str, str | None]:
+        created = self.created.strftime("%Y-%m-%dT%H:%M:%SZ") if self.created else None
+        return {
+            "created": created,
+            "s3kv_version": self.s3kv_version,
+            "vllm_version": self.vllm_version,
+        }
+
+
+def with_provenance(run_config: Mapping[str, Any], provenance: Provenance) -> bytes:
+    """A manifest as s3kv writes it: vLLM's ``config.json`` layout (indent 2, sorted keys,
+    no trailing newline) holding the run config and :data:`PROVENANCE_FIELD`."""
+    if PROVENANCE_FIELD in run_config:
+        raise ManifestError(f"a run config cannot hold the field {PROVENANCE_FIELD!r}")
+    fields = {**run_config, PROVENANCE_FIELD: provenance.as_field()}
+    return json.dumps(fields, indent=2, sort_keys=True).encode("utf-8")
+
+
+def split_provenance(fields: Mapping[str, Any]) -> tuple[dict[str, Any], Provenance | None]:
+    """The run config (what is hashed) and s3kv's record, if it holds a usable one.
+
+    The record is read leniently, as it names no key: a value that is not what s3kv
+    writes (a version that is no version, a time that is no RFC 3339 time) reads as not
+    recorded; nothing from it reaches a terminal but version-like words and a time.
+    """
+    run_config = {k: v for k, v in fields.items() if k != PROVENANCE_FIELD}
+    record = fields.get(PROVENANCE_FIELD)
+    if not isinstance(record, Mapping):
+        return run_config, None
+    return run_config, Provenance(
+        created=_time(record.get("created")),
+        s3kv_version=_version(record.get("s3kv_version")),
+        vllm_version=_version(record.get("vllm_version")),
+    )
+
+
+def read_provenance(data: bytes) -> Provenance | None:
+    """s3kv's record in a stored manifest; None if it holds none (vLLM wrote it, or an
+    older s3kv) or cannot be parsed (the manifest's own check reports that)."""
+    try:
+        return split_provenance(parse_manifest(data))[1]
+    except ManifestError:
+        return None
+
+
+def _version(value: Any) -> str | None:
+    return value if isinstance(value, str) and _VERSION.match(value) else None
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from s3kv.errors import InvalidNamespaceError, ManifestError, describe_value
-from s3kv.manifest import parse_manifest
+from s3kv.manifest import PROVENANCE_FIELD, parse_manifest, split_provenance
 
 DIGEST_LENGTH = 12
 """Hex characters of the sha256 that name a namespace folder (vLLM's _BASE_PATH_HASH_LEN)."""
@@ -127,6 +127,11 @@ class Namespace(BaseModel):
             raise InvalidNamespaceError(
                 f"extra_fields may only hold fields unknown to vLLM 0.33.0; got {sorted(clash)}"
             )
+        if PROVENANCE_FIELD in self.extra_fields:
+            raise InvalidNamespaceError(
+                f"extra_fields cannot hold {PROVENANCE_FIELD!r}: s3kv's own record in the "
+                "manifests it writes, never hashed"
+            )
         fields = self._hashed_fields()
         self._fields = fields
         try:
@@ -205,9 +210,10 @@ class Namespace(BaseModel):
         :class:`s3kv.ManifestError`.
 
         Fields unknown to vLLM 0.33.0 (from a newer vLLM) are kept in ``extra_fields`` and
-        hashed, so the digest matches the folder the newer vLLM wrote.
+        hashed, so the digest matches the folder the newer vLLM wrote. The record s3kv adds
+        (:data:`s3kv.manifest.PROVENANCE_FIELD`) is not hashed: vLLM never sees it.
         """
-        fields = parse_manifest(data)
+        fields, _ = split_provenance(parse_manifest(data))
         missing = [name for name in _BASE_FIELDS if name not in fields]
         if missing:
             raise ManifestError(

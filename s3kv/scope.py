@@ -17,14 +17,15 @@ folders, digests and ranks (``difflib``).
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from s3kv.errors import NothingMatchedError, plural
-from s3kv.listing import Entry, root_of
-from s3kv.location import Location
+from s3kv.errors import InvalidLocationError, NothingMatchedError, plural
+from s3kv.listing import Entry, child_names, root_of
+from s3kv.location import Location, parse_location
 from s3kv.parse import ParsedKey, parse_key
 from s3kv.stores import Store
 
@@ -139,14 +140,25 @@ class Census:
                 f"no namespaces directly under {where}; found {found}{more} - {ask}",
                 suggestions=tuple(c.location for c in caches),
             )
-        if self.stray or allow_empty:
+        if self.stray:
             return  # keys outside the layout: the command names them itself
+        missing = self.location.path is not None and not self.location.path.is_dir()
+        if allow_empty and not missing:
+            return  # an existing location with nothing in it (a bucket's missing is exit 3)
         close = _close_locations(store, self.location)
-        missing = self.location.path is not None and not self.location.path.exists()
+        s3_url = _meant_as_s3(self.location) if missing else None
+        meant = close[:1] + ([s3_url] if s3_url else [])
+        if meant:
+            hint = f"did you mean {' or '.join(meant)}?"
+        elif missing:
+            hint = "give an existing directory, or s3://bucket/prefix"
+        else:
+            hint = ALLOW_EMPTY_HINT
+        if missing and allow_empty:
+            hint = f"--allow-empty accepts an existing empty location only; {hint}"
         what = "no such directory" if missing else "nothing under it"
-        hint = f"did you mean {close[0]}?" if close else ALLOW_EMPTY_HINT
         raise NothingMatchedError(
-            f"no namespaces at {where} ({what}) - {hint}", suggestions=tuple(close)
+            f"no namespaces at {where} ({what}) - {hint}", suggestions=tuple(meant)
         )
 
     def _check_namespaces(self) -> None:
@@ -218,6 +230,19 @@ def own_folder(location: Location) -> tuple[str, str, int | None] | None:
     return None
 
 
+def _meant_as_s3(location: Location) -> str | None:
+    """``s3://kv-prod/prod`` for a directory given as ``kv-prod/prod`` (no scheme), when
+    that text reads as a bucket and prefix; None for paths written as paths (``/``,
+    ``./``, ``~``)."""
+    text = location.given
+    if not text or text.startswith(("/", ".", "~")):
+        return None
+    try:
+        return parse_location("s3://" + text).url
+    except InvalidLocationError:
+        return None
+
+
 def _close_locations(store: Store, location: Location) -> list[str]:
     """Siblings of the location whose names are close to its last segment."""
     if location.path is not None:
@@ -231,25 +256,5 @@ def _close_locations(store: Store, location: Location) -> list[str]:
     if not name:
         return []  # a whole bucket: no sibling to offer
     root = root_of(head)
-    names = _children(store, root)
+    names = list(itertools.islice(child_names(store, root), MAX_SIBLINGS))
     return [f"s3://{location.bucket}/{root}{n}" for n in closest(name, names, n=3) if n != name]
-
-
-def _children(store: Store, parent: str) -> list[str]:
-    """The first-level names under ``parent`` (a listing prefix), one request each: after
-    a name, the listing restarts past everything under it (``<name>/`` sorts just before
-    ``<name>0``)."""
-    names: list[str] = []
-    after: str | None = None
-    while len(names) < MAX_SIBLINGS:
-        listing = store.list(parent, start_after=after)
-        info = next(listing, None)
-        close = getattr(listing, "close", None)
-        if close is not None:
-            close()
-        if info is None:
-            break
-        name, sep, _ = info.key[len(parent) :].partition("/")
-        names.append(name)
-        after = f"{parent}{name}0" if sep else info.key
-    return names

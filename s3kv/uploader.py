@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -11,11 +12,16 @@ from typing import Any
 from s3kv import integrity
 from s3kv.errors import NamespaceConflictError, S3KVError
 from s3kv.jobs import BlockResult, TransferJob
+from s3kv.keys import KeyStyle
 from s3kv.listing import read_capped
+from s3kv.location import Location
+from s3kv.manifest import Provenance, with_provenance
+from s3kv.namespace import Namespace
 from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
-from s3kv.stores import Cancel, PutOptions
+from s3kv.settings import S3Settings
+from s3kv.stores import Cancel, PutOptions, Store
 from s3kv.transfer import (
     BLOCK_TAGS,
     BlockBuffer,
@@ -48,11 +54,32 @@ class Uploader(Transfer):
     The manifest (``config.json``) is created before the first block is written, and
     proves the store honours create-only writes (:mod:`s3kv.writes`). Blocks are written
     create-only: an existing block is never rewritten.
+
+    The manifest it creates records when, by which s3kv and, given ``vllm_version`` (the
+    vLLM tier gives its own), for which vLLM (:class:`s3kv.manifest.Provenance`; not
+    hashed: the folder digest is vLLM's). ``s3kv ls`` shows them.
     """
 
     _manifest_ready = False
     _manifest_seen_at = 0.0
     manifest_recheck_seconds = MANIFEST_RECHECK_SECONDS
+
+    def __init__(
+        self,
+        location: str | os.PathLike[str] | Location,
+        namespace: Namespace,
+        *,
+        settings: S3Settings | None = None,
+        style: KeyStyle = "s3kv",
+        store: Store | None = None,
+        concurrency: int | None = None,
+        vllm_version: str | None = None,
+    ) -> None:
+        super().__init__(
+            location, namespace, settings=settings, style=style, store=store,
+            concurrency=concurrency,
+        )  # fmt: skip
+        self.vllm_version = vllm_version
 
     def ensure_manifest(self) -> bool:
         """Create the namespace's ``config.json`` if absent; True if this call created it.
@@ -69,7 +96,9 @@ class Uploader(Transfer):
         # writer already described; the create-only PUT settles races between writers.
         theirs = self.read_manifest()
         created = False
-        key, data = self.keys.config_key(), self.namespace.manifest_bytes()
+        key = self.keys.config_key()
+        record = Provenance.now(vllm_version=self.vllm_version)
+        data = with_provenance(self.namespace.fields, record)
         if theirs is None:
             created = put_create_only(self.store, key, data, MANIFEST_OPTIONS, self.settings)
             if not created:

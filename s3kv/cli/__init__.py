@@ -4,14 +4,14 @@ Exit codes (also in ``s3kv --help``):
 
 * 0  success
 * 1  the command ran and found problems (verify findings, blocks that failed to transfer,
-     an unreadable manifest, keys refused as stray)
+     an unreadable manifest, keys refused as stray, blocks rm found stored meanwhile)
 * 2  bad usage or invalid input (flags, locations, namespaces, keys)
 * 3  not found (bucket, object, manifest file)
 * 4  access denied
 * 5  the store failed (network, throttling past the retry deadline, server errors)
 * 6  integrity error (checksum or size mismatch)
-* 7  nothing matched: a location with no namespace (``--allow-empty`` accepts an empty
-     one), a ``--namespace`` or ``--rank`` that matches none
+* 7  nothing matched: a location with no namespace (``--allow-empty`` accepts an existing
+     empty one), a ``--namespace``, ``--rank`` or ``--model`` that matches none
 * 130 interrupted (Ctrl-C); the message says what was done and how to resume
 """
 

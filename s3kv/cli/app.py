@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from s3kv import __version__
-from s3kv.cli import cp, demo, gc, jsondoc, key, ls, pull, push, repair, verify
+from s3kv.cli import cp, demo, gc, jsondoc, key, ls, pull, push, repair, rm, verify
 from s3kv.cli.options import CHECKSUM_ALGORITHMS
 from s3kv.cli.progress import Interrupted
 from s3kv.errors import (
@@ -53,14 +53,14 @@ KINDS = {
 }
 """The ``error.kind`` of ``--json`` error documents, by exit code."""
 
-COMMANDS = [push, pull, cp, ls, verify, repair, gc, demo, key]
+COMMANDS = [push, pull, cp, ls, verify, repair, gc, rm, demo, key]
 
 EPILOG = """\
 exit codes:
   0 success; 1 findings or failed blocks; 2 bad usage or input; 3 not found (bucket,
   object, file); 4 access denied; 5 store or network failure; 6 integrity error;
-  7 nothing matched (a location with no namespace, a --namespace or --rank that matches
-  none); 130 interrupted
+  7 nothing matched (a location with no namespace, a --namespace, --rank or --model that
+  matches none); 130 interrupted
 
 environment:
   AWS_ENDPOINT_URL, AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, ... as the AWS CLI;
@@ -80,12 +80,22 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         hint = _suggest(message, self.argv, self.commands)
+        command = _command_of(self.argv, self.commands)
+        # argparse reports a subcommand's unknown flags from the top-level parser: name
+        # the subcommand and its help all the same, where the flags are listed.
+        prog = self.commands[command].prog if command and self.prog == "s3kv" else self.prog
         if "--json" in self.argv:
-            command = next((a for a in self.argv if a in self.commands), "s3kv")
             jsondoc.emit(
-                jsondoc.error(command, EXIT_USAGE, KINDS[EXIT_USAGE], message + hint)
+                jsondoc.error(command or "s3kv", EXIT_USAGE, KINDS[EXIT_USAGE], message + hint)
             )
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{hint} (see '{self.prog} --help')\n")
+        self.exit(EXIT_USAGE, f"{prog}: error: {message}{hint} (see '{prog} --help')\n")
+
+
+def _command_of(argv: Sequence[str], commands: Mapping[str, argparse.ArgumentParser]) -> str:
+    """The subcommand named on the command line ("" if none): its first word that is not
+    an option (the top-level parser takes no other positional)."""
+    first = next((a for a in argv if not a.startswith("-")), "")
+    return first if first in commands else ""
 
 
 def _suggest(
@@ -93,8 +103,8 @@ def _suggest(
 ) -> str:
     """'; did you mean --dry-run?' for an unknown flag or command close to a known one."""
     if message.startswith("unrecognized arguments:"):
-        command = next((a for a in argv if a in commands), None)
-        if command is None:
+        command = _command_of(argv, commands)
+        if not command:
             return ""
         known = [o for a in commands[command]._actions for o in a.option_strings]
         for word in message.split(":", 1)[1].split():

@@ -7,16 +7,16 @@ from typing import Any
 
 from s3kv.cli.options import settings_from_args
 from s3kv.cli.syncing import add_sync_flags, run_sync
-from s3kv.location import parse_location
 
 EXAMPLES = """\
 examples:
   # share a cache with another cluster's bucket (server-side copy: one endpoint)
   s3kv cp s3://team-a/kv s3://team-b/kv
 
-  # from AWS S3 to an on-prem MinIO (bytes stream through this machine)
-  s3kv cp s3://aws-bucket/kv s3://kv/cache --source-region us-east-1 \\
-      --endpoint-url http://minio:9000
+  # from an on-prem MinIO to AWS S3 (bytes stream through this machine); the other way,
+  # name AWS's endpoint: --source-endpoint-url https://s3.us-east-1.amazonaws.com
+  s3kv cp s3://kv-cache/kv s3://aws-bucket/kv --source-endpoint-url http://minio:9000 \\
+      --region us-east-1
 
   # between two directories, or a directory and a bucket
   s3kv cp /mnt/kv-old /mnt/kv-new
@@ -45,6 +45,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.location import parse_location
+
     source, destination = parse_location(args.src), parse_location(args.dst)
     settings = settings_from_args(args)
     source_settings = settings_from_args(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from s3kv.cli import jsondoc
 from s3kv.cli.options import add_common, add_connection, settings_from_args
 from s3kv.cli.progress import summary
-from s3kv.demo import run_demo
 from s3kv.errors import InvalidInputError, plural
 
 EXAMPLES = """\
@@ -22,6 +22,10 @@ examples:
 
   # smaller, machine-readable
   s3kv demo --blocks 8 --json
+
+  # keep the written cache and the pulled copy to look at afterwards
+  s3kv demo --blocks 8 --keep ./s3kv-demo
+  s3kv ls ./s3kv-demo/vllm-cache
 """
 
 
@@ -41,12 +45,20 @@ def register(sub: Any) -> None:
     parser.add_argument("--bucket", default="s3kv-demo", help="default: s3kv-demo")
     parser.add_argument("--prefix", default="kv", help="default: kv")
     parser.add_argument("--blocks", type=int, default=64, help="blocks to write; default 64")
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="write the cache (DIR/vllm-cache) and the pulled copy (DIR/pulled) into DIR, a "
+        "new or empty directory, and keep them; default: a temp directory, deleted",
+    )
     add_connection(parser, writes=True)
     add_common(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.demo import run_demo
+
     if not 1 <= args.blocks <= 4096:
         raise InvalidInputError(f"--blocks {args.blocks}: give 1 to 4096")
     say = (lambda line: print(line, file=sys.stderr)) if args.json else print
@@ -57,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         prefix=args.prefix,
         blocks=args.blocks,
         say=say,
+        keep=Path(args.keep) if args.keep else None,
     )
     ok = report.identical and report.push.ok and report.pull.ok and report.verify.ok
     if args.json:
@@ -74,8 +87,11 @@ def run(args: argparse.Namespace) -> int:
                 "pull_seconds": report.pull.seconds,
                 "verify_findings": sum(report.verify.counts.values()),
                 "seconds": report.seconds,
+                "kept": str(report.kept) if report.kept else None,
             }
         )
+    elif report.kept:
+        print(f"kept: {report.kept}/vllm-cache (written), {report.kept}/pulled (pulled back)")
     summary(
         f"demo: {'OK' if ok else 'FAILED'}: {plural(report.blocks, 'block')} of 2 MiB pushed, "
         f"listed, verified and pulled back byte-identical={report.identical} in "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from s3kv.cli import jsondoc
 from s3kv.cli.options import add_allow_empty, add_common, add_connection, settings_from_args
@@ -12,7 +12,9 @@ from s3kv.cli.progress import summary, watching
 from s3kv.cli.syncing import print_nested
 from s3kv.cli.units import flag_type, format_bytes, parse_duration, parse_size
 from s3kv.errors import InvalidInputError, plural
-from s3kv.gc import DEFAULT_UPLOADS_OLDER_THAN, GCReport, gc
+
+if TYPE_CHECKING:
+    from s3kv.gc import GCReport
 
 EXAMPLES = """\
 examples:
@@ -64,7 +66,7 @@ def register(sub: Any) -> None:
         "--abort-uploads-older-than",
         type=flag_type(parse_duration),
         metavar="DURATION",
-        default=DEFAULT_UPLOADS_OLDER_THAN,
+        default=None,  # s3kv.gc.DEFAULT_UPLOADS_OLDER_THAN (imported only to run)
         help="abort incomplete multipart uploads older than this; default 1d",
     )
     parser.add_argument(
@@ -93,12 +95,15 @@ RESUME = "Deleted blocks stay deleted; run the same command again to finish."
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.gc import DEFAULT_UPLOADS_OLDER_THAN, gc
+
+    uploads = args.abort_uploads_older_than
     with watching("gc", resume=RESUME) as progress:
         report = gc(
             args.location,
             older_than=args.older_than,
             max_bytes=args.max_bytes,
-            uploads_older_than=args.abort_uploads_older_than,
+            uploads_older_than=DEFAULT_UPLOADS_OLDER_THAN if uploads is None else uploads,
             delete_empty_manifests=args.delete_empty_manifests,
             dry_run=args.dry_run,
             now=args.now,

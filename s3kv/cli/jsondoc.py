@@ -16,16 +16,18 @@ import json
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from s3kv.gc import GCReport
-from s3kv.inventory import Inventory
-from s3kv.repair import RepairReport
-from s3kv.scope import NestedCache
-from s3kv.sync import NamespaceSync, SyncReport
-from s3kv.verify import VerifyReport
+if TYPE_CHECKING:
+    from s3kv.gc import GCReport
+    from s3kv.inventory import Inventory
+    from s3kv.remove import RemoveReport
+    from s3kv.repair import RepairReport
+    from s3kv.scope import NestedCache
+    from s3kv.sync import NamespaceSync, SyncReport
+    from s3kv.verify import VerifyReport
 
-SCHEMAS = ("cp", "demo", "error", "gc", "key", "ls", "pull", "push", "repair", "verify")
+SCHEMAS = ("cp", "demo", "error", "gc", "key", "ls", "pull", "push", "repair", "rm", "verify")
 
 
 def schema(command: str) -> dict[str, Any]:
@@ -84,7 +86,7 @@ def _namespace(ns: NamespaceSync, dry_run: bool) -> dict[str, Any]:
     return {
         "folder": ns.folder,
         "manifest": ns.manifest,
-        "problem": ns.problem,
+        "problem": ns.problem or None,
         **_sync_counts(dry_run, ns.copied, ns.replaced, ns.bytes),
         "already_present": ns.already_present,
         "failed": ns.failed,
@@ -142,8 +144,13 @@ def ls(inv: Inventory) -> dict[str, Any]:
                 "oldest": timestamp(ns.oldest),
                 "newest": timestamp(ns.newest),
                 "manifest": ns.manifest,
-                "problem": ns.manifest_problem,
+                "problem": ns.manifest_problem or None,
                 "bytes_by_last_use": dict(ns.bytes_by_last_use),
+                "blocks_by_last_use": dict(ns.blocks_by_last_use),
+                "block_bytes": ns.block_bytes,
+                "created": timestamp(ns.created),
+                "s3kv_version": ns.s3kv_version,
+                "vllm_version": ns.vllm_version,
             }
             for ns in inv.namespaces
         ],
@@ -217,4 +224,39 @@ def repair(r: RepairReport) -> dict[str, Any]:
         "stray_keys": r.stray_keys,
         "nested": nested(r.nested),
         "seconds": r.seconds,
+    }
+
+
+def rm(r: RemoveReport) -> dict[str, Any]:
+    dry = r.dry_run
+    return {
+        "command": "rm",
+        "ok": r.ok,
+        "dry_run": dry,
+        "location": r.location,
+        **_would(dry, "blocks_deleted", "would_delete_blocks", r.blocks_deleted),
+        **_would(dry, "bytes_freed", "would_free_bytes", r.bytes_freed),
+        **_would(dry, "manifests_deleted", "would_delete_manifests", r.manifests_deleted),
+        **_would(dry, "temp_files_deleted", "would_delete_temp_files", r.temp_files_deleted),
+        "already_gone": r.already_gone,
+        "manifests_restored": r.manifests_restored,
+        "blocks_left": r.blocks_left,
+        "delete_requests": r.delete_requests,
+        "failures": dict(r.failures),
+        "stray_keys": r.stray_keys,
+        "seconds": r.seconds,
+        "namespaces": [
+            {
+                "folder": ns.folder,
+                "model": ns.model,
+                "ranks": list(ns.ranks),
+                "blocks": ns.blocks,
+                "bytes": ns.bytes,
+                "manifest": ns.manifest,
+                "blocks_left": ns.blocks_left,
+                "manifest_left": ns.manifest_left,
+                "stray_keys": ns.stray_keys,
+            }
+            for ns in r.namespaces
+        ],
     }

@@ -9,9 +9,6 @@ from typing import Any
 from s3kv.cli import jsondoc
 from s3kv.cli.options import add_common, add_namespace, dumps, namespace_from_args
 from s3kv.errors import InvalidKeyError
-from s3kv.keys import KeyMapper, make_offload_key
-from s3kv.location import parse_location
-from s3kv.scope import own_folder
 
 EXAMPLES = """\
 examples:
@@ -23,7 +20,7 @@ examples:
       --block-hash 00a1b2c3d4e5f607
 
   # the same for a tree vLLM's filesystem tier wrote (namespace from its config.json)
-  s3kv key /mnt/kv --manifest /mnt/kv/meta-llama_Llama-3.1-8B-Instruct_7b5b9262b950/config.json
+  s3kv key /mnt/kv --manifest /mnt/kv/meta-llama_Llama-3.1-8B-Instruct_330cb72a4d52/config.json
 
   # keys as vLLM's object-store tier stores them (the same layout), as JSON
   s3kv key s3://my-bucket/kv --style vllm-obj --model m --tokens-per-hash 16 \\
@@ -70,6 +67,10 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.keys import KeyMapper, make_offload_key
+    from s3kv.location import parse_location
+    from s3kv.scope import own_folder
+
     namespace = namespace_from_args(args)
     location = parse_location(args.location) if args.location else None
     prefix = location.prefix if location else ""

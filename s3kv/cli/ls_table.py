@@ -1,11 +1,13 @@
-"""``s3kv ls``'s table for a terminal: one line per namespace, at most 100 characters.
+"""``s3kv ls``'s tables: one line per namespace, as wide as the terminal (100 at least).
 
-Sizes and ages are human (``8.0 MiB``, ``3d..2m``); a folder name too long for what the
-other columns leave is cut in the middle, keeping the model's start and the digest.
-A second table splits each namespace's bytes by time since last use (what a lifecycle
-rule or ``gc --older-than`` would take sits on the right). What is unusual (no manifest,
-a bad one) goes in notes below the tables, not a column. ``--json`` carries every field
-unabridged.
+Sizes and ages are human (``8.0 MiB``, ``3d..2m``). On a terminal, a folder name too long
+for what the other columns leave is cut in the middle, keeping the model's start and the
+digest; into a file or a pipe (``width=None``) nothing is cut. A second table splits each
+namespace's bytes by time since last use (what a lifecycle rule or ``gc --older-than``
+would take sits on the right); a third gives the block size and who created each
+manifest (s3kv's record in it: when, which s3kv, which vLLM; ``-`` where not recorded).
+What is unusual (no manifest, a bad one) goes in notes below the tables, not a column.
+``--json`` carries every field unabridged.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ MIN_FOLDER = 20
 HEADER = ("FOLDER", "DTYPE", "TP/PP/PCP/DCP", "RANKS", "BLOCKS", "SIZE", "AGE")
 RIGHT = {"BLOCKS", "SIZE"}  # numbers line up on the right
 LAST_USE_HEADER = ("LAST USED", "<1h", "1h-1d", "1d-7d", ">7d")
+WRITTEN_HEADER = ("WRITTEN", "BLOCK SIZE", "CREATED (UTC)", "S3KV", "VLLM")
 assert len(LAST_USE_HEADER) == len(LAST_USE_BUCKETS) + 1
 
 
@@ -81,8 +84,24 @@ def notes(inv: Inventory) -> list[str]:
     return out
 
 
-def render(inv: Inventory, *, now: datetime | None = None, width: int = WIDTH) -> list[str]:
-    """The tables' lines, then the notes; every table line fits ``width``."""
+def written_row(ns: NamespaceSummary, under: str) -> tuple[str, ...]:
+    """Block size, and when and by which s3kv and vLLM the manifest was created."""
+    block = format_bytes(ns.block_bytes) if ns.block_bytes is not None else "-"
+    created = ns.created.strftime("%Y-%m-%d %H:%M") if ns.created is not None else "-"
+    return (
+        folder_text(ns, under),
+        block,
+        created,
+        ns.s3kv_version or "-",
+        ns.vllm_version or "-",
+    )
+
+
+def render(
+    inv: Inventory, *, now: datetime | None = None, width: int | None = WIDTH
+) -> list[str]:
+    """The tables' lines, then the notes; every table line fits ``width`` (None: no
+    limit, nothing cut)."""
     now = now or datetime.now(timezone.utc)
     under = parse_location(inv.location).prefix.rstrip("/")
     rows = [HEADER, *(row(ns, now, under) for ns in inv.namespaces)]
@@ -97,12 +116,15 @@ def render(inv: Inventory, *, now: datetime | None = None, width: int = WIDTH) -
         ]
         more, _ = _table(used, width, right=lambda i: i > 0, folder_width=folder_width)
         lines += ["", *more]
+        written = [WRITTEN_HEADER] + [written_row(ns, under) for ns in inv.namespaces]
+        more, _ = _table(written, width, right=lambda i: i == 1, folder_width=folder_width)
+        lines += ["", *more]
     return lines + notes(inv)
 
 
 def _table(
     rows: list[tuple[str, ...]],
-    width: int,
+    width: int | None,
     *,
     right: Callable[[int], bool],
     folder_width: int | None = None,
@@ -111,8 +133,11 @@ def _table(
     middle to fit ``width`` (or to ``folder_width``, to match another table)."""
     columns = len(rows[0])
     widths = [max(len(r[i]) for r in rows) for i in range(columns)]
-    room = width - sum(widths[1:]) - len(GAP) * (columns - 1)
-    widths[0] = max(min(widths[0], room, folder_width or room), MIN_FOLDER)
+    if width is not None:
+        room = width - sum(widths[1:]) - len(GAP) * (columns - 1)
+        widths[0] = max(min(widths[0], room, folder_width or room), MIN_FOLDER)
+    elif folder_width is not None:
+        widths[0] = folder_width
     lines = []
     for r in rows:
         cells = [elide_middle(r[0], widths[0]), *r[1:]]

@@ -1,14 +1,20 @@
-"""Flags shared by several commands."""
+"""Flags shared by several commands.
+
+Nothing here imports the library at module level: every command registers its flags
+from this module when ``s3kv --help`` builds the parser, which must not wait for boto3
+or pydantic (the library is imported by each command's ``run``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from s3kv.errors import InvalidNamespaceError
-from s3kv.manifest import MAX_MANIFEST_BYTES
-from s3kv.namespace import Namespace
+
+if TYPE_CHECKING:
+    from s3kv.namespace import Namespace
 
 CHECKSUM_ALGORITHMS = ["crc32c", "crc32", "sha256", "none"]
 
@@ -26,7 +32,8 @@ def add_allow_empty(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-empty",
         action="store_true",
-        help="a location with nothing at all under it is not an error (exit 0, not 7)",
+        help="an existing location with nothing at all under it is not an error (exit 0, "
+        "not 7); a directory that does not exist still is",
     )
 
 
@@ -59,6 +66,9 @@ def add_namespace(parser: argparse.ArgumentParser) -> None:
 
 
 def namespace_from_args(args: argparse.Namespace) -> Namespace:
+    from s3kv.manifest import MAX_MANIFEST_BYTES
+    from s3kv.namespace import Namespace
+
     if args.manifest:
         try:
             with open(args.manifest, "rb") as f:

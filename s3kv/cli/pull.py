@@ -8,7 +8,6 @@ from typing import Any
 from s3kv.cli.options import settings_from_args
 from s3kv.cli.syncing import add_sync_flags, run_sync
 from s3kv.errors import InvalidLocationError
-from s3kv.location import parse_location
 
 EXAMPLES = """\
 examples:
@@ -16,7 +15,7 @@ examples:
   s3kv pull s3://my-bucket/kv /mnt/kv
 
   # one namespace, from MinIO, as JSON
-  s3kv pull s3://kv/cache /mnt/kv --namespace meta-llama_Llama-3.1-8B-Instruct_884231045651 \\
+  s3kv pull s3://kv-cache/kv /mnt/kv --namespace meta-llama_Llama-3.1-8B-Instruct_330cb72a4d52 \\
       --endpoint-url http://minio:9000 --json
 
   # blocks vLLM's object-store tier wrote (it writes no config.json)
@@ -50,6 +49,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.location import parse_location
+
     source, destination = parse_location(args.src), parse_location(args.dst)
     if destination.path is None:
         raise InvalidLocationError(

@@ -8,7 +8,6 @@ from typing import Any
 from s3kv.cli.options import settings_from_args
 from s3kv.cli.syncing import add_sync_flags, run_sync
 from s3kv.errors import InvalidLocationError
-from s3kv.location import parse_location
 
 EXAMPLES = """\
 examples:
@@ -16,7 +15,7 @@ examples:
   s3kv push /mnt/kv s3://my-bucket/kv
 
   # one model's namespace, rank 0 only, to MinIO; see first what would go
-  s3kv push /mnt/kv s3://kv/cache --namespace 884231045651 --rank 0 \\
+  s3kv push /mnt/kv s3://kv-cache/kv --namespace 330cb72a4d52 --rank 0 \\
       --endpoint-url http://minio:9000 --dry-run
 
   # a re-run (after Ctrl-C or a failure) sends only what is missing
@@ -48,6 +47,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.location import parse_location
+
     source, destination = parse_location(args.src), parse_location(args.dst)
     # A SRC that does not exist is a location that holds nothing: the sync names the
     # closest directory (exit 7). One that is no directory is a usage error.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from s3kv.cli import jsondoc
 from s3kv.cli.options import add_allow_empty, add_common, add_connection, settings_from_args
@@ -11,8 +11,9 @@ from s3kv.cli.progress import summary, watching
 from s3kv.cli.syncing import print_nested
 from s3kv.cli.units import format_bytes
 from s3kv.errors import plural
-from s3kv.location import parse_location
-from s3kv.repair import RepairReport, repair
+
+if TYPE_CHECKING:
+    from s3kv.repair import RepairReport
 
 EXAMPLES = """\
 examples:
@@ -26,7 +27,7 @@ examples:
   s3kv repair /mnt/kv --from s3://my-bucket/kv --remove-unrepairable
 
   # no good copy at all: remove what fails its check (vLLM recomputes those blocks)
-  s3kv repair s3://my-bucket/kv --remove-unrepairable --namespace 884231045651
+  s3kv repair s3://my-bucket/kv --remove-unrepairable --namespace 330cb72a4d52
 
 A block fails its check when it is empty, of another size than its namespace's blocks,
 does not match the checksum recorded with it, or (recording none: a directory, vLLM's
@@ -84,6 +85,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.location import parse_location
+    from s3kv.repair import repair
+
     settings = settings_from_args(args)
     source_settings = settings_from_args(
         args,

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from s3kv.cli import jsondoc
 from s3kv.cli.options import add_allow_empty, add_common, add_connection
 from s3kv.cli.progress import summary, watching
 from s3kv.cli.units import format_bytes
 from s3kv.errors import plural
-from s3kv.location import Location
-from s3kv.scope import NestedCache
-from s3kv.settings import S3Settings
-from s3kv.sync import SyncOptions, SyncReport, sync
+
+if TYPE_CHECKING:
+    from s3kv.location import Location
+    from s3kv.scope import NestedCache
+    from s3kv.settings import S3Settings
+    from s3kv.sync import SyncReport
 
 EXIT_OK, EXIT_FINDINGS = 0, 1
 RESUME = (
@@ -63,6 +66,8 @@ def run_sync(
     source_settings: S3Settings | None = None,
     label: str,
 ) -> int:
+    from s3kv.sync import SyncOptions, sync
+
     options = SyncOptions(
         namespaces=tuple(args.namespace),
         ranks=tuple(args.rank),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from s3kv.cli import jsondoc
@@ -11,7 +12,6 @@ from s3kv.cli.progress import summary, watching
 from s3kv.cli.syncing import print_nested
 from s3kv.cli.units import format_bytes
 from s3kv.errors import plural
-from s3kv.verify import verify
 
 EXAMPLES = """\
 examples:
@@ -50,7 +50,21 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def directory_note(where: str) -> str:
+    """What ``--deep`` can and cannot tell in a directory, and how to compare contents."""
+    return (
+        f"{where} is a directory, and a directory records no checksums: --deep read every "
+        "block and checked that it is readable, not empty and of its namespace's block "
+        "size, but a changed byte in a block of the right size passes. To compare contents, "
+        "check it against a copy that records checksums (a bucket s3kv wrote): "
+        f"'s3kv repair {where} --from s3://BUCKET/PREFIX --dry-run' names every block that "
+        "differs (as 's3kv pull s3://BUCKET/PREFIX DIR --checksum --dry-run' counts them)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    from s3kv.verify import verify
+
     with watching("verify", resume="verify changes nothing; run it again.") as progress:
         report = verify(
             args.location,
@@ -60,12 +74,15 @@ def run(args: argparse.Namespace) -> int:
             allow_empty=args.allow_empty,
             on_progress=progress,
         )
+    note = directory_note(report.location) if report.deep and "://" not in report.location else None
     if args.json:
-        jsondoc.emit(jsondoc.verify(report))
+        jsondoc.emit({**jsondoc.verify(report), "note": note})
     else:
         for finding in report.findings:
             print(f"{finding.kind}: {finding.key!r}: {finding.message}")
         print_nested(report.location, report.nested)
+    if note:
+        print(f"note: {note}", file=sys.stderr if args.json else sys.stdout)
     found = sum(report.counts.values())
     detail = ", ".join(f"{n} {kind}" for kind, n in sorted(report.counts.items()))
     deep = (

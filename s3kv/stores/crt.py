@@ -179,7 +179,10 @@ class CrtS3Store(S3Store):
     def failure(self, exc: BaseException | None, call: Call, method: str, where: str,
                 nbytes: int = 0) -> BaseException:
         """The s3kv error for a request that failed, or that s3kv stopped."""
-        if call.reason == "stalled" and self.target.tls and not self._answered:
+        unanswered = call.reason == "stalled" or (
+            not call.reason and exc is not None and not isinstance(exc, s3.S3ResponseError)
+        )
+        if unanswered and self.target.tls and not self._answered:
             problem = self._tls_problem(method, where)
             if problem is not None:
                 return problem
@@ -191,8 +194,8 @@ class CrtS3Store(S3Store):
     def _tls_problem(self, method: str, where: str) -> BaseException | None:
         """Why a first request over TLS got no answer, if TLS is why. awscrt holds a
         failed handshake 10-30 s (s2n's blinding delay), past the timeouts, so an unknown
-        CA would show only as silence; one request through boto3 (the same CA bundle and
-        proxy) tells, once per store."""
+        CA shows only as silence, and plain HTTP on the port as a closed socket; one
+        request through boto3 (the same CA bundle and proxy) tells, once per store."""
         with self._probe_lock:
             if not self._probed:
                 try:

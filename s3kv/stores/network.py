@@ -61,13 +61,32 @@ class Network:
         )
 
     def tls_failed(self, method: str, where: str, detail: str) -> StoreError:
-        """A TLS handshake that failed: an unknown CA, or plain HTTP on the port."""
+        """A TLS handshake that failed: plain HTTP on the port, or an unknown CA."""
+        if any(sign in detail for sign in PLAIN_HTTP_SIGNS):
+            plain = self.shown.replace("https://", "http://", 1)
+            return StoreError(
+                f"{method} {where}: {self.shown} answered in plain HTTP, not TLS: the URL "
+                f"says https:// but the port speaks HTTP; use {plain} (or the store's TLS "
+                "port) in --endpoint-url"
+            )
         return StoreError(
             f"{method} {where}: TLS with {self.shown}{self.via} failed ({detail}); if the "
             "server's certificate is signed by a private CA, pass it with --ca-bundle "
-            "(S3KV_CA_BUNDLE, AWS_CA_BUNDLE or the profile's ca_bundle); if the endpoint "
-            "speaks plain HTTP, use http:// in --endpoint-url"
+            "(S3KV_CA_BUNDLE, AWS_CA_BUNDLE or the profile's ca_bundle), or --no-verify-tls "
+            "for testing; if the endpoint speaks plain HTTP, use http:// in --endpoint-url"
         )
+
+
+PLAIN_HTTP_SIGNS = (
+    "WRONG_VERSION_NUMBER",
+    "wrong version number",
+    "record layer failure",
+    "packet length too long",
+    "unknown protocol",
+    "http request",
+)
+"""What OpenSSL (1.1 to 3.x) says when the other end of a handshake answers in plain
+HTTP: an https:// URL pointed at an HTTP port."""
 
 
 def network_for(endpoint: str | None, settings: S3Settings, session: Any) -> Network:

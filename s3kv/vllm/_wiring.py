@@ -26,6 +26,12 @@ from s3kv.vllm._lookup import LOOKUP_THREADS
 from s3kv.vllm._metrics import MeteredDownloader, MeteredStore, TierMeter
 from s3kv.vllm._stores import DeniedHeadIsAbsent
 from s3kv.vllm._usage import ObservingStore, UsageTracker
+from s3kv.vllm._version import installed_vllm
+
+
+def _vllm_version() -> str | None:
+    found = installed_vllm()
+    return found[1] if found is not None else None
 
 
 @dataclass
@@ -71,7 +77,14 @@ def open_tier_io(
     common: dict[str, Any] = {"settings": settings, "style": style}
     return TierIO(
         store=store,
-        uploader=Uploader(location, namespace, concurrency=2 * c, store=metered, **common),
+        uploader=Uploader(
+            location,
+            namespace,
+            concurrency=2 * c,
+            store=metered,
+            vllm_version=_vllm_version(),  # recorded in the manifest it creates
+            **common,
+        ),
         downloader=MeteredDownloader(
             location,
             namespace,

@@ -107,9 +107,15 @@ def test_sync_verify_and_gc_list_first_then_work_with_the_totals(
     assert reads and reads[-1].blocks_done == reads[-1].blocks_total == 12
 
     events.clear()
-    gc(tmp_path / "dst", max_bytes=6 * BLOCK, on_progress=events.append)
+    freed = gc(tmp_path / "dst", max_bytes=6 * BLOCK, on_progress=events.append)
+    assert freed.blocks_deleted == 6
     deletes = [e for e in events if e.phase == "deleting"]
-    assert deletes[-1].blocks_total == 12 and deletes[-1].bytes_moved == 6 * BLOCK
+    # Progress follows the deletes (issue 29): what is over budget is the total, and the
+    # last line says what was freed, never a count of blocks listed.
+    assert {e.bytes_total for e in deletes} == {6 * BLOCK}
+    last = deletes[-1]
+    assert (last.blocks_done, last.bytes_done, last.bytes_moved) == (6, 6 * BLOCK, 6 * BLOCK)
+    assert all(e.blocks_done <= 6 for e in deletes)
 
 
 def test_an_interrupted_sync_says_what_was_done_and_how_to_resume(

@@ -1,4 +1,5 @@
-"""``s3kv ls`` on a terminal: 100 columns at most, human sizes and ages; --json in full."""
+"""``s3kv ls`` on a terminal: as wide as it (100 columns here), human sizes and ages; into
+a pipe or a file nothing is cut; --json in full."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from s3kv.keys import KeyMapper, make_offload_key
 from s3kv.namespace import Namespace
 from s3kv.stores import LocalStore, PutOptions
 from s3kv.sync import sync
+from tests.cli.terminal import on_a_terminal
 
 # Among the slowest tests of the suite, needed at that cost: each runs the command as a
 # user does, one process per command (interpreter and imports first), and checks the exit
@@ -42,13 +44,13 @@ def cache(
     boto3.client("s3", endpoint_url=moto_server).create_bucket(Bucket=bucket)
     url, settings = f"s3://{bucket}/kv", S3Settings.resolve(endpoint_url=moto_server)
 
-    def ls(*args: str) -> subprocess.CompletedProcess[str]:
+    def ls(*args: str, tty: bool = False) -> subprocess.CompletedProcess[str]:
         report = sync(tmp_path / "cache", url, settings=settings)
         assert not report.failed
-        return subprocess.run(
-            [sys.executable, "-m", "s3kv.cli", "ls", url, "--endpoint-url", moto_server, *args],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        argv = [sys.executable, "-m", "s3kv.cli", "ls", url, "--endpoint-url", moto_server, *args]
+        if tty:
+            return on_a_terminal(argv, columns=100)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
     yield ls
 
@@ -67,7 +69,7 @@ def write_namespace(root: Path, model: str, blocks: int, *, ranks: int = 1) -> N
 
 def test_ls_fits_100_columns_for_the_demo_cache(tmp_path: Path, cache) -> None:
     ns = write_cache(tmp_path / "cache", 3)
-    out = cache()
+    out = cache(tty=True)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert max(map(len, lines + out.stderr.splitlines())) <= 100, out.stdout
@@ -80,15 +82,23 @@ def test_ls_fits_100_columns_for_the_demo_cache(tmp_path: Path, cache) -> None:
         "SIZE",
         "AGE",
     ]
-    # the demo's folder fits whole; size and age are human
-    assert lines[1].split()[:7] == [ns.folder, "bfloat16", "1/1/1/1", "0", "3", "6.0", "MiB"]
-    assert lines[1].split()[7] in ("0s", "1s", "2s", "3s")  # written just now
+    # the demo's folder fits whole (unless its blocks were written across a second, and
+    # the age is a range: 1s..0s takes 3 columns more); size and age are human
+    folder, *row = lines[1].split()
+    assert row[:6] == ["bfloat16", "1/1/1/1", "0", "3", "6.0", "MiB"]
+    if folder != ns.folder:
+        assert "..." in folder and row[6] in ("1s..0s", "2s..1s", "3s..2s"), lines[1]
+    else:
+        assert row[6] in ("0s", "1s", "2s", "3s")  # written just now
+    # and its block size, below (vLLM's fs tier wrote the manifest: nothing recorded)
+    assert lines[-3].split() == ["WRITTEN", "BLOCK", "SIZE", "CREATED", "(UTC)", "S3KV", "VLLM"]
+    assert lines[-2].split() == [folder, "2.0", "MiB", "-", "-", "-"]
 
 
 def test_ls_elides_the_middle_of_a_60_character_model_folder(tmp_path: Path, cache) -> None:
     ns = write_namespace(tmp_path / "cache", LONG_MODEL, 3, ranks=4)
     write_namespace(tmp_path / "cache", "Qwen/Qwen3-0.6B", 300)
-    out = cache()
+    out = cache(tty=True)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert max(map(len, lines + out.stderr.splitlines())) <= 100, out.stdout
@@ -101,6 +111,10 @@ def test_ls_elides_the_middle_of_a_60_character_model_folder(tmp_path: Path, cac
     assert rest[:5] == ["bfloat16", "4/1/1/1", "0-3", "12", "48.0"]
     qwen_row = next(line for line in lines if line.startswith("Qwen"))
     assert qwen_row.split()[4:7] == ["300", "1.2", "MiB"]  # 300 x 4 KiB
+    # into a pipe (a file, a script) no name is cut, in any of the tables
+    piped = cache().stdout.splitlines()
+    assert all("..." not in line for line in piped)
+    assert sum(line.startswith(ns.folder + " ") for line in piped) == 3
     # --json is unabridged: full folder, model and byte counts
     rows = {r["model"]: r for r in json.loads(cache("--json").stdout)["namespaces"]}
     assert rows[LONG_MODEL]["folder"] == ns.folder

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -20,6 +21,7 @@ from s3kv import (
     Uploader,
     make_offload_key,
 )
+from s3kv.manifest import PROVENANCE_FIELD
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.functional
@@ -64,9 +66,12 @@ def test_thousand_random_blocks_round_trip(backend: Backend) -> None:
     assert got.ok and len(got.loaded) == 1000
     np.testing.assert_array_equal(out, rows)
     assert got.unverified == 0  # S3: checksums recorded; a directory records none by design
-    # the manifest is vLLM's exact config.json, written before the blocks
+    # the manifest is vLLM's exact config.json plus s3kv's record (when, which s3kv; never
+    # hashed), written before the blocks
     manifest = KeyMapper(NS, prefix="team/kv" if backend.is_s3 else "").config_key()
-    assert backend.raw_get(manifest) == NS.manifest_bytes()
+    written = json.loads(backend.raw_get(manifest))
+    assert set(written.pop(PROVENANCE_FIELD)) == {"created", "s3kv_version", "vllm_version"}
+    assert json.dumps(written, indent=2, sort_keys=True).encode() == NS.manifest_bytes()
 
 
 def test_second_upload_rewrites_nothing(backend: Backend) -> None:

@@ -118,6 +118,10 @@ def test_the_distribution_is_named_s3kv_vllm_and_ships_the_package(
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         scripts = whl.read(entry_points).decode()
     assert re.search(r"^Name: s3kv-vllm$", metadata, re.M), metadata[:500]
+    # the library example's numpy comes with one extra, as docs/library.md says
+    assert re.search(r"^Provides-Extra: numpy$", metadata, re.M)
+    assert re.search(r'^Requires-Dist: numpy>=[\d.]+; extra == "numpy"$', metadata, re.M)
+    assert "pip install '.[numpy]'" in (ROOT / "docs" / "library.md").read_text()
     assert "s3kv/py.typed" in names and "s3kv/vllm/__init__.py" in names
     assert not [n for n in names if n.startswith(("tests/", "bench/"))]
     assert re.search(r"^s3kv = s3kv\.cli:main$", scripts, re.M), scripts

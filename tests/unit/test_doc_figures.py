@@ -109,7 +109,10 @@ def test_every_allowed_figure_is_still_there() -> None:
 def _image_links(text: str) -> list[str]:
     import re
 
-    return re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text)
+    # a picture, or the JSON a picture is drawn from when the page links it
+    return re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text) + re.findall(
+        r"\]\((img/[^)]+\.json)\)", text
+    )
 
 
 # -- the scanner and the generator themselves ---------------------------------------------

@@ -58,6 +58,7 @@ def test_a_field_a_newer_vllm_hashes_is_carried_and_keys_agree(
     assert stored == {newer.get_file_name(k) for k in ks} | {newer.get_config_file_path()}
     manifest = json.loads(s3_client.get_object(
         Bucket=bucket, Key=newer.get_config_file_path())["Body"].read())
+    assert manifest.pop("s3kv")["s3kv_version"]  # s3kv's record: never hashed, never read
     assert manifest["kv_cache_layout"] == "NHD" and manifest == newer.get_run_config()
     # s3kv without vLLM reads the cache back from its manifest alone
     namespace = Namespace.from_manifest(json.dumps(manifest))

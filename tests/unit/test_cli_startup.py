@@ -1,0 +1,48 @@
+"""``s3kv --help`` and ``--version`` start without the library's heavy imports.
+
+They once took 0.6-1.6 s because building the parser imported boto3, awscrt and pydantic
+through every command module. Each command now imports the library in its ``run``; this
+test fails if a module-level import brings one back. It measures no time (speed is for
+benchmarks): docs/developers.md shows how to time start-up (``python -X importtime``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+HEAVY = ("boto3", "botocore", "awscrt", "pydantic", "s3kv.stores", "s3kv.namespace")
+
+PROBE = """
+import contextlib, io, sys
+from s3kv.cli import main
+for argv in (["--version"], ["--help"], ["gc", "--help"], ["rm", "--help"], ["ls", "--help"]):
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main(argv)
+        except SystemExit as exc:
+            assert exc.code == 0, (argv, exc.code)
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in {h.split(".")[0] for h in %r}
+                      and any(m == h or m.startswith(h + ".") for h in %r))))
+"""
+
+
+def test_help_and_version_import_no_heavy_module() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE % (HEAVY, HEAVY)],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert out == "", f"--help/--version imported {out}"
+
+
+def test_the_library_names_still_import_on_first_use() -> None:
+    code = (
+        "import sys, s3kv; assert 'boto3' not in sys.modules; "
+        "from s3kv import Uploader, Namespace, S3Settings; "
+        "assert 'boto3' in sys.modules and Uploader.__module__ == 's3kv.uploader'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
