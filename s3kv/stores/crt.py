@@ -183,7 +183,7 @@ class CrtS3Store(S3Store):
             not call.reason and exc is not None and not isinstance(exc, s3.S3ResponseError)
         )
         if unanswered and self.target.tls and not self._answered:
-            problem = self._tls_problem(method, where)
+            problem = self._tls_problem(method, where, where.removeprefix(f"{self.name}/"))
             if problem is not None:
                 return problem
         return crt_failure(
@@ -191,15 +191,16 @@ class CrtS3Store(S3Store):
             attempt_seconds(self.settings, nbytes),
         )
 
-    def _tls_problem(self, method: str, where: str) -> BaseException | None:
+    def _tls_problem(self, method: str, where: str, key: str) -> BaseException | None:
         """Why a first request over TLS got no answer, if TLS is why. awscrt holds a
         failed handshake 10-30 s (s2n's blinding delay), past the timeouts, so an unknown
         CA shows only as silence, and plain HTTP on the port as a closed socket; one
-        request through boto3 (the same CA bundle and proxy) tells, once per store."""
+        request through boto3 (the same CA bundle and proxy; a HEAD of the same key,
+        which the policies that allowed the request allow) tells, once per store."""
         with self._probe_lock:
             if not self._probed:
                 try:
-                    self.client.head_bucket(Bucket=self.bucket)
+                    self.client.head_object(Bucket=self.bucket, Key=key)
                     found: BaseException | None = None
                 except SSLError as exc:
                     found = self.network.tls_failed(method, where, short(exc))
