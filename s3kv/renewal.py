@@ -57,11 +57,14 @@ CONCURRENCY = 8
 connections are shared with nothing else on the default data path)."""
 CHAIN_BUDGET = 4
 """Keys of one chain in flight at once."""
-SPREAD_SECONDS = 1.0
-"""Each renewal waits a random 0 to this many seconds (see :mod:`s3kv.renewal_queue`)."""
-MIN_AGE_SECONDS = 2.0
-"""A block modified this recently is not renewed (nothing to gain, and the copy's
-condition only tells whole seconds apart)."""
+SPREAD_SECONDS = 10.0
+"""Each renewal waits a random 0 to this many seconds (a tenth of ``renew_after`` at
+most; see :mod:`s3kv.renewal_queue`): two nodes that queued a block at the same moment
+then look at it about 5 s apart, while a look and a copy take a few round trips."""
+MIN_AGE_SECONDS = 1.0
+"""A block modified within the second its look was answered in is not renewed: the
+copy's condition tells whole seconds apart, so a write after the look must fall in a
+later second than the Last-Modified the condition names."""
 ATTEMPTS = 3
 """Tries of one renewal through throttling or failures, each after the shared pause."""
 MAX_PENDING = 100_000
@@ -132,7 +135,7 @@ class Renewer:
             self._work,
             concurrency=workers,
             chain_budget=chain_budget,
-            spread=spread,
+            spread=min(spread, self.renew_after / 10),
             max_pending=max_pending,
         )
 
@@ -297,7 +300,7 @@ class Renewer:
         self.observe(ObjectInfo(key, info.size, when, info.checksum, info.etag))
         if learn:
             self._learn_tags(key, before)
-        elif self._copies_keep_tags is False:
+        elif self._copies_keep_tags is not True:  # dropped, or not known yet: put back
             self._retag(key)
 
     def _look(

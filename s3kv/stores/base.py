@@ -201,8 +201,8 @@ class Store(abc.ABC):
         (``x-amz-copy-source-if-unmodified-since``; Ceph RGW's ``x-amz-copy-if-
         unmodified-since``): a node that renewed it meanwhile, or a writer that replaced
         it, makes the copy fail, so ``metadata`` always describes the bytes it lands
-        beside. Callers renew only objects modified at least two seconds before
-        ``unmodified_since`` was read (a second is the condition's precision). Tags are
+        beside. Callers renew only objects modified in an earlier second than the one
+        ``unmodified_since`` was read in (a second is the condition's precision). Tags are
         copied where the store keeps them on such a copy (AWS, MinIO, moto); Ceph RGW
         drops them: see :meth:`put_tags`. Returns the new Last-Modified, or None when
         the object is gone or was modified since (then nothing was changed). A store

@@ -417,6 +417,22 @@ def test_a_store_that_drops_tags_gets_them_back_and_a_failed_re_tag_is_remembere
         renewer.close()
 
 
+def test_blocks_renewed_while_the_tags_are_still_being_learnt_keep_them(
+    clock: Clock,
+) -> None:
+    """Many copies at once on a store that drops tags: none is left untagged."""
+    store = MemoryStore(clock, copies_keep_tags=False)
+    renewer = make(store, clock, workers=8)
+    try:
+        keys = _seen(renewer, store, {f"k{i}": DAY * 2 for i in range(24)})
+        renewer.use(keys)
+        assert renewer.flush(5)
+        assert renewer.renewed == 24
+        assert all(store.objects[k][2] == TAGS for k in keys)
+    finally:
+        renewer.close()
+
+
 def test_renew_after_must_be_positive(store: MemoryStore) -> None:
     with pytest.raises(ValueError, match="renew_after must be positive"):
         Renewer(store, renew_after=0, tags=TAGS)
