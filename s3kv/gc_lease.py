@@ -140,7 +140,7 @@ class GCLease:
                 f"gc may not write at {self.location} ({exc}). gc deletes blocks and first "
                 f"writes its lease {self.where}: run it with credentials that may write and "
                 "delete under the prefix (Terraform's writer policy); these look like a "
-                "reader's. 'gc --dry-run' needs only reader rights."
+                "reader's."
             ) from None
 
     def check(self) -> None:
