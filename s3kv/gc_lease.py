@@ -29,6 +29,7 @@ import logging
 import os
 import secrets
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -39,6 +40,7 @@ from s3kv.location import Location, parse_location
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, Store, open_store
+from s3kv.stores.base import ObjectDetails
 
 logger = logging.getLogger("s3kv")
 
@@ -94,6 +96,10 @@ class GCLease:
         self.written = 0.0
         """Our last write's Last-Modified (seconds since the epoch, the store's clock)."""
         self.checks = 0
+        self.held = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._lost: LeaseHeldError | None = None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -118,7 +124,22 @@ class GCLease:
     # -- holding -------------------------------------------------------------------------
 
     def acquire(self) -> None:
-        """Hold the lease, taking over an expired one; else :class:`LeaseHeldError`."""
+        """Hold the lease, taking over an expired one; else :class:`LeaseHeldError`.
+        Held, it is kept written while the run lists and reads, between delete batches."""
+        self._take()
+        threading.Thread(target=self._keep, name="s3kv-gc-lease", daemon=True).start()
+
+    def _keep(self) -> None:
+        while not self._stop.wait(REFRESH_SECONDS / 5):
+            try:
+                self.check()
+            except LeaseHeldError as exc:
+                self._lost = exc
+                return
+            except S3KVError as exc:  # the next check (before a delete batch) decides
+                logger.debug("s3kv gc: keeping the lease: %s", exc)
+
+    def _take(self) -> None:
         try:
             if self._create():
                 return
@@ -146,16 +167,28 @@ class GCLease:
     def check(self) -> None:
         """Right before a delete batch: still ours (one HEAD), written again when due;
         else :class:`LeaseHeldError` (the run stops deleting)."""
+        if self._lost is not None:
+            raise self._lost
+        with self._lock:
+            self._check()
+
+    def _ours(self, details: ObjectDetails | None = None) -> bool:
+        """Whether the lease there now is the one this run wrote."""
+        if details is None:
+            details = with_retries(lambda: self.store.describe(self.key), self.settings)
+        if details is None:
+            return False
+        if self.etag is None:  # a directory: no ETag, the bytes tell
+            try:
+                return read_capped(self.store, self.key, self.settings) == self.body
+            except ObjectNotFoundError:
+                return False
+        return details.info.etag == self.etag
+
+    def _check(self) -> None:
         self.checks += 1
         details = with_retries(lambda: self.store.describe(self.key), self.settings)
-        if details is not None and self.etag is None:  # a directory: no ETag, the bytes tell
-            try:
-                ours = read_capped(self.store, self.key, self.settings) == self.body
-            except ObjectNotFoundError:
-                ours = False
-        else:
-            ours = details is not None and details.info.etag == self.etag
-        if details is None or not ours:
+        if details is None or not self._ours(details):
             raise LeaseHeldError(
                 f"gc lost its lease {self.where} (broken with --break-lease, or taken over "
                 "after it expired): it stopped before deleting more. What it deleted stays "
@@ -171,9 +204,11 @@ class GCLease:
             self._remember()
 
     def release(self) -> None:
+        self._stop.set()
+        if not self.held:  # a run that never took the lease leaves it alone
+            return
         try:
-            held = with_retries(lambda: self.store.describe(self.key), self.settings)
-            if held is not None and held.info.etag == self.etag:
+            if self._ours():
                 # One DeleteObject, not a batch: a store (or a proxy) that fails
                 # DeleteObjects answers must not leave the lease to block every gc.
                 with_retries(lambda: self.store.delete(self.key), self.settings)
@@ -211,6 +246,7 @@ class GCLease:
             raise LeaseHeldError(f"{self.where} was taken over right after gc wrote it; run again")
         self.etag = info.etag
         self.written = info.last_modified.timestamp() if info.last_modified else 0.0
+        self.held = True
 
 
 def _holder(data: bytes) -> tuple[str, bool]:

@@ -210,3 +210,44 @@ def test_a_lease_expires_by_its_age_alone() -> None:
     assert info.expired and "it has expired" in info.describe()
     fresh = lease_module.LeaseInfo("x", "h (pid 1)", 5, '"e"')
     assert not fresh.expired and "expires in 15m" in fresh.describe()
+
+
+def test_a_long_listing_keeps_the_lease(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that lists (or reads chains) for longer than a lease lasts still holds it:
+    it is written again in the background, not only before delete batches."""
+    _write(backend, _keys(2))
+    monkeypatch.setattr(lease_module, "LEASE_SECONDS", 2.0)
+    monkeypatch.setattr(lease_module, "REFRESH_SECONDS", 0.6)
+    inside, release = threading.Event(), threading.Event()
+
+    def slow_listing(*args: Any) -> None:
+        inside.set()
+        assert release.wait(30)
+
+    real_open = gc_module.open_store
+    opened: list[int] = []
+
+    def open_store(loc: Any, settings: Any) -> Any:
+        opened.append(1)
+        store = real_open(loc, settings)
+        return Hooked(store, {"list": slow_listing}, {}) if len(opened) == 1 else store
+
+    monkeypatch.setattr(gc_module, "open_store", open_store)
+    reports: list[Any] = []
+    first = threading.Thread(target=lambda: reports.append(
+        gc(backend.location, older_than=0, now=LATER, settings=backend.settings)))
+    first.start()
+    try:
+        assert inside.wait(30)
+        import time
+
+        time.sleep(4.5)  # two lease lifetimes inside one listing
+        with pytest.raises(LeaseHeldError, match="another s3kv gc is running"):
+            gc(backend.location, older_than=0, now=LATER, settings=backend.settings)
+    finally:
+        release.set()
+        first.join(30)
+    (report,) = reports
+    assert report.blocks_deleted == 2 and report.ok
