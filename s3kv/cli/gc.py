@@ -27,9 +27,16 @@ examples:
   # also drop manifests of namespaces left with no block at all
   s3kv gc /mnt/kv --older-than 30d --delete-empty-manifests
 
+  # a gc was killed: see who held its lease and for how long, then remove it
+  s3kv gc s3://my-bucket/kv --break-lease
+
 Age is time since Last-Modified, which s3kv's vLLM tier renews when it uses a block (see
-renew_after in docs/vllm-tier.md): time since last use. One gc runs at a time per
-location (a second one stops, exit 1). Manifests are never deleted while any block of
+renew_after in docs/vllm-tier.md): time since last use. Near the cutoff (within
+--chain-window) blocks are decided as chains and looked at again before their deletes:
+what stays of a chain is a prefix, and a block used meanwhile stays. One gc runs at a
+time per location (a second one stops, exit 1; its lease is aged by the store's clock).
+In a versioned bucket deletes free nothing: the noncurrent versions left are reported
+(--delete-noncurrent-versions removes them). Manifests are never deleted while any block of
 their namespace remains, and by default not at all (a writer still running would orphan
 its new blocks). Incomplete multipart uploads older than --abort-uploads-older-than
 (default 1d) are aborted.
