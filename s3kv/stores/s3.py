@@ -34,7 +34,6 @@ from s3kv.stores.base import (
     MultipartUpload,
     ObjectDetails,
     ObjectInfo,
-    ObjectVersion,
     PutOptions,
     Store,
 )
@@ -48,6 +47,7 @@ from s3kv.stores.errors import (
     translated,
 )
 from s3kv.stores.pages import PageGuard
+from s3kv.stores.s3_tags_versions import TagsAndVersions
 from s3kv.stores.trace import trace_botocore, trace_enabled
 
 
@@ -95,7 +95,7 @@ def _make_client(settings: S3Settings) -> Any:
     return client
 
 
-class S3Store(Store):
+class S3Store(TagsAndVersions, Store):
     """Objects in one bucket of an S3-compatible store."""
 
     def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
@@ -401,65 +401,6 @@ class S3Store(Store):
         when: datetime | None = resp.get("CopyObjectResult", {}).get("LastModified")
         return when or _server_time(resp) or datetime.now(timezone.utc)
 
-    def get_tags(self, key: str) -> dict[str, str] | None:
-        with self._translated("GET-TAGGING", self._where(key)):
-            got = self.client.get_object_tagging(Bucket=self.bucket, Key=key)
-        return {t["Key"]: t["Value"] for t in got.get("TagSet") or ()}
-
-    def put_tags(self, key: str, tags: Mapping[str, str]) -> None:
-        with self._translated("PUT-TAGGING", self._where(key)):
-            self.client.put_object_tagging(
-                Bucket=self.bucket,
-                Key=key,
-                Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in tags.items()]},
-            )
-
-    def versioning(self) -> str | None:
-        with self._translated("GET-VERSIONING", self.name):
-            status = self.client.get_bucket_versioning(Bucket=self.bucket).get("Status")
-        return str(status) if status else None
-
-    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
-        where = self._where(prefix)
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-        while True:
-            page = self._page(
-                "LIST-VERSIONS", where, lambda: self.client.list_object_versions(**kwargs)
-            )
-            yield from _versions(page)
-            if not page.get("IsTruncated"):
-                return
-            markers = (page.get("NextKeyMarker"), page.get("NextVersionIdMarker"))
-            if not markers[0] or markers == (
-                kwargs.get("KeyMarker"),
-                kwargs.get("VersionIdMarker"),
-            ):
-                why = "a truncated page without a new marker"
-                raise not_s3("LIST-VERSIONS", where, self.endpoint_shown, why)
-            kwargs["KeyMarker"], kwargs["VersionIdMarker"] = markers
-
-    def delete_versions(self, items: Sequence[tuple[str, str]]) -> dict[str, str]:
-        failed: dict[str, str] = {}
-        for i in range(0, len(items), DELETE_BATCH):
-            batch = items[i : i + DELETE_BATCH]
-            with self._translated("DELETE", self._where(batch[0][0] if batch else "")):
-                resp = self.client.delete_objects(
-                    Bucket=self.bucket,
-                    Delete={
-                        "Objects": [{"Key": k, "VersionId": v} for k, v in batch],
-                        "Quiet": False,
-                    },
-                )
-            confirmed = {(d.get("Key"), d.get("VersionId")) for d in resp.get("Deleted", ())}
-            errors = {(e.get("Key"), e.get("VersionId")): e for e in resp.get("Errors", ())}
-            for key, version in batch:
-                err = errors.get((key, version))
-                if err is not None:
-                    failed[f"{key} {version}"] = f"{err.get('Code')}: {err.get('Message')}"
-                elif (key, version) not in confirmed:
-                    failed[f"{key} {version}"] = "the store's answer did not name it as deleted"
-        return failed
-
     def delete_if_unchanged(
         self, items: Sequence[tuple[str, str | None]]
     ) -> tuple[dict[str, str], set[str]]:
@@ -546,27 +487,6 @@ def _server_time(resp: dict[str, Any]) -> datetime | None:
     except (TypeError, ValueError):
         return None
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
-def _versions(page: dict[str, Any]) -> Iterator[ObjectVersion]:
-    for v in page.get("Versions") or ():
-        yield ObjectVersion(
-            str(v["Key"]),
-            str(v.get("VersionId") or "null"),
-            int(v.get("Size") or 0),
-            bool(v.get("IsLatest")),
-            False,
-            v.get("LastModified"),
-        )
-    for m in page.get("DeleteMarkers") or ():
-        yield ObjectVersion(
-            str(m["Key"]),
-            str(m.get("VersionId") or "null"),
-            0,
-            bool(m.get("IsLatest")),
-            True,
-            m.get("LastModified"),
-        )
 
 
 def _info(key: str, resp: dict[str, Any]) -> ObjectInfo:
