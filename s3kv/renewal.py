@@ -42,7 +42,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from s3kv.errors import AccessDeniedError, S3KVError, TransientStoreError
+from s3kv.errors import (
+    AccessDeniedError,
+    ObjectNotFoundError,
+    S3KVError,
+    TransientStoreError,
+)
 from s3kv.integrity import Checksum
 from s3kv.renewal_queue import RenewalQueue, Task
 from s3kv.stores.base import ObjectDetails, ObjectInfo, Store
@@ -356,6 +361,10 @@ class Renewer:
             self.store.put_tags(key, self.tags)
         except AccessDeniedError:
             raise
+        except ObjectNotFoundError:  # gone meanwhile: nothing left to tag
+            with self._lock:
+                self._untagged.pop(key, None)
+            return
         except S3KVError as exc:
             self._count("retag_failed")
             with self._lock:

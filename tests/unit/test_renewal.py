@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import pytest
 
 from s3kv import AccessDeniedError
-from s3kv.errors import StoreError, TransientStoreError
+from s3kv.errors import ObjectNotFoundError, StoreError, TransientStoreError
 from s3kv.integrity import METADATA_KEY, Checksum
 from s3kv.renewal import Renewer
 from s3kv.stores.base import ObjectDetails, ObjectInfo, PutOptions, Store
@@ -119,6 +119,8 @@ class MemoryStore(Store):
 
     def put_tags(self, key: str, tags: Mapping[str, str]) -> None:
         self.requests.append(("put-tags", key))
+        if key not in self.objects:
+            raise ObjectNotFoundError(f"PUT-TAGGING {key}: no such key")
         if self.tagging_fails:
             raise StoreError("PUT-TAGGING: 500 InternalError")
         self.objects[key][2] = dict(tags)
@@ -413,6 +415,15 @@ def test_a_store_that_drops_tags_gets_them_back_and_a_failed_re_tag_is_remembere
         assert store.objects["b"][2] == TAGS
         assert store.copies() == copies
         assert (renewer.retagged, renewer.untagged) == (1, 0)
+        # a block whose re-tag failed and that expired meanwhile is simply forgotten
+        store.tagging_fails = True
+        clock.now += DAY * 2
+        renewer.use(keys[:1])
+        assert renewer.flush(5) and renewer.untagged == 1
+        del store.objects["a"]
+        renewer.use(keys[:1])
+        assert renewer.flush(5)
+        assert renewer.untagged == 0 and renewer.retag_failed == 2
     finally:
         renewer.close()
 
