@@ -16,6 +16,7 @@ from __future__ import annotations
 import http.client
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -28,7 +29,14 @@ from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY, Buffer, Checksum
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings, display_url
 from s3kv.stores.answers import check_answer, check_stored, oversized
-from s3kv.stores.base import DELETE_BATCH, MultipartUpload, ObjectInfo, PutOptions, Store
+from s3kv.stores.base import (
+    DELETE_BATCH,
+    MultipartUpload,
+    ObjectDetails,
+    ObjectInfo,
+    PutOptions,
+    Store,
+)
 from s3kv.stores.endpoint import addressing_style, configured_endpoint
 from s3kv.stores.errors import (
     NOT_FOUND,
@@ -39,6 +47,7 @@ from s3kv.stores.errors import (
     translated,
 )
 from s3kv.stores.pages import PageGuard
+from s3kv.stores.s3_tags_versions import TagsAndVersions
 from s3kv.stores.trace import trace_botocore, trace_enabled
 
 
@@ -86,7 +95,7 @@ def _make_client(settings: S3Settings) -> Any:
     return client
 
 
-class S3Store(Store):
+class S3Store(TagsAndVersions, Store):
     """Objects in one bucket of an S3-compatible store."""
 
     def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
@@ -229,6 +238,7 @@ class S3Store(Store):
             metadata[METADATA_KEY] = options.checksum.header()
         if options.write_id is not None:
             metadata[WRITE_ID_KEY] = options.write_id
+        metadata.update(options.metadata)
         if metadata:
             params["Metadata"] = metadata
         if options.tags and self.settings.tag_blocks:
@@ -348,32 +358,37 @@ class S3Store(Store):
             )
         return True
 
-    _copy_keeps_tags: bool | None = None
-    """Whether a copy onto itself keeps the object's tags (Ceph RGW 16 drops them):
-    learnt at the first renewal, then trusted."""
+    def describe(self, key: str) -> ObjectDetails | None:
+        """boto3's HEAD: every user metadata field, and the store's clock (``Date``)."""
+        where = self._where(key)
+        with self._translated("HEAD", where):
+            try:
+                resp = self.client.head_object(Bucket=self.bucket, Key=key)
+            except ClientError as exc:
+                if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                    return None
+                raise
+        info = self._info("HEAD", where, key, resp)
+        return ObjectDetails(info, dict(resp.get("Metadata") or {}), _server_time(resp))
 
     def renew(
-        self,
-        key: str,
-        *,
-        etag: str | None,
-        checksum: Checksum | None,
-        tags: Mapping[str, str],
+        self, key: str, *, unmodified_since: datetime, metadata: Mapping[str, str]
     ) -> datetime | None:
-        if etag is None:  # without it the metadata written back could describe other bytes
-            return None
         where = self._where(key)
         if self.settings.endpoint_url is not None:
-            _mirror_copy_condition(self.client)
+            _mirror_copy_conditions(self.client)
         params: dict[str, Any] = {
             "Bucket": self.bucket,
             "Key": key,
             "CopySource": {"Bucket": self.bucket, "Key": key},
-            "CopySourceIfMatch": etag,
+            # Not If-Match as well: S3 and RGW copy when the ETag matches, whatever the
+            # date says, and a renewal keeps the ETag, so another node's renewal would
+            # go unseen. Any write since the date (to the second) fails the copy.
+            "CopySourceIfUnmodifiedSince": unmodified_since,
             # S3 copies an object onto itself only when something changes; REPLACE with
             # the same metadata is that change, and the tags are copied (TaggingDirective).
             "MetadataDirective": "REPLACE",
-            "Metadata": {METADATA_KEY: checksum.header()} if checksum is not None else {},
+            "Metadata": dict(metadata),
             "TaggingDirective": "COPY",
         }
         with self._translated("COPY", where):
@@ -384,19 +399,7 @@ class S3Store(Store):
                     return None
                 raise
         when: datetime | None = resp.get("CopyObjectResult", {}).get("LastModified")
-        wanted = dict(tags) if self.settings.tag_blocks else {}
-        if wanted and self._copy_keeps_tags is None:
-            with self._translated("GET-TAGGING", where):
-                got = self.client.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
-            self._copy_keeps_tags = {t["Key"]: t["Value"] for t in got} == wanted
-        if wanted and self._copy_keeps_tags is False:
-            with self._translated("PUT-TAGGING", where):
-                self.client.put_object_tagging(
-                    Bucket=self.bucket,
-                    Key=key,
-                    Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in wanted.items()]},
-                )
-        return when or datetime.now(timezone.utc)
+        return when or _server_time(resp) or datetime.now(timezone.utc)
 
     def delete_if_unchanged(
         self, items: Sequence[tuple[str, str | None]]
@@ -449,22 +452,41 @@ class S3Store(Store):
 _GONE_OR_CHANGED = frozenset({"NoSuchKey", "404", "NotFound", "PreconditionFailed", "412"})
 
 
-def _mirror_copy_condition(client: Any) -> None:
-    """Also send a copy's source condition under the name Ceph RGW reads.
+_RGW_COPY_CONDITIONS = {
+    "x-amz-copy-source-if-match": "x-amz-copy-if-match",
+    "x-amz-copy-source-if-unmodified-since": "x-amz-copy-if-unmodified-since",
+}
 
-    RGW (16 to at least 18) reads ``x-amz-copy-if-match``, not AWS's
-    ``x-amz-copy-source-if-match``, and ignores the latter: without this a renewal on RGW
-    would copy whatever object is there. Only for custom endpoints; registered once.
+
+def _mirror_copy_conditions(client: Any) -> None:
+    """Also send a copy's source conditions under the names Ceph RGW reads.
+
+    RGW (16 to at least 18) reads ``x-amz-copy-if-match`` and ``x-amz-copy-if-unmodified-
+    since``, and ignores AWS's ``x-amz-copy-source-*`` names: without this a renewal on
+    RGW would copy whatever object is there. Only for custom endpoints; registered once.
     """
     client.meta.events.register(
-        "before-sign.s3.CopyObject", _copy_if_match_for_rgw, unique_id="s3kv-rgw-copy-if-match"
+        "before-sign.s3.CopyObject", _copy_conditions_for_rgw, unique_id="s3kv-rgw-copy-if"
     )
 
 
-def _copy_if_match_for_rgw(request: Any, **_: Any) -> None:
-    etag = request.headers.get("x-amz-copy-source-if-match")
-    if etag is not None:
-        request.headers["x-amz-copy-if-match"] = etag
+def _copy_conditions_for_rgw(request: Any, **_: Any) -> None:
+    for aws_name, rgw_name in _RGW_COPY_CONDITIONS.items():
+        value = request.headers.get(aws_name)
+        if value is not None:
+            request.headers[rgw_name] = value
+
+
+def _server_time(resp: dict[str, Any]) -> datetime | None:
+    """The store's clock when it answered: its ``Date`` header."""
+    date = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if not date:
+        return None
+    try:
+        when = parsedate_to_datetime(date)
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def _info(key: str, resp: dict[str, Any]) -> ObjectInfo:

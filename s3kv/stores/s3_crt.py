@@ -338,6 +338,7 @@ class CrtS3Store(S3Store):
             headers.append((CHECKSUM_HEADERS[options.checksum.algorithm], options.checksum.value))
         if options.write_id is not None:
             headers.append((WRITE_ID_HEADER, options.write_id))
+        headers.extend((f"x-amz-meta-{k}", v) for k, v in options.metadata.items())
         tagging = self._tagging(options)
         if tagging:
             headers.append(("x-amz-tagging", tagging))
