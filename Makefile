@@ -92,6 +92,8 @@ bench-docs: $(STAMP) rgw-deps vllm-venv
 	$(VLLM_PY) bench/bench_keys.py $(QUIET) --json docs/img/keys.json
 	$(VLLM_PY) bench/bench_renewal.py --servers rgw-http,rgw-https $(QUIET) \
 		--json docs/img/renewal.json
+	$(VLLM_PY) bench/bench_renewal.py --drain 1000 --servers rgw-http $(QUIET) \
+		--json docs/img/renewal-drain.json
 	$(PY) bench/bench_rgw.py $(QUIET) --json-dir docs/img
 	$(ENGINE_PY) bench/bench_ttft.py $(QUIET)
 	$(PY) bench/bench_ttft.py --redraw docs/img/ttft.json

@@ -1,8 +1,11 @@
-"""Renewal benchmark: s3kv tier load-job throughput with renewal on vs off, interleaved.
+"""Renewal benchmark: s3kv tier load-job throughput with renewal on vs off, interleaved;
+with ``--drain N``, copies per block and drain time for N due blocks instead
+(bench/_renewal_drain.py).
 
     .venv-vllm/bin/python bench/bench_renewal.py                          # RGW over HTTP
     .venv-vllm/bin/python bench/bench_renewal.py --servers moto --runs 9
     .venv-vllm/bin/python bench/bench_renewal.py --json docs/img/renewal.json
+    .venv-vllm/bin/python bench/bench_renewal.py --drain 1000 --json docs/img/renewal-drain.json
 
 Two s3kv tiers built by vLLM's own ``SecondaryTierFactory`` on one server, identical
 but for ``renew_after``: ``on`` renews (``--renew-after`` seconds, 1 by default), ``off``
@@ -42,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import _trust  # noqa: E402
+from _renewal_drain import drain_markdown, drain_rows  # noqa: E402
 from bench_vllm_tier import Server, cpu_seconds, servers  # noqa: E402
 
 KiB, MiB, GiB = 1024, 1024 * 1024, 1024**3
@@ -158,6 +162,8 @@ def _range(runs: list[float]) -> str:
 
 def markdown(doc: dict[str, Any]) -> str:
     """A saved --json's table (for the docs)."""
+    if "drain" in doc:
+        return drain_markdown(doc)
     meta = doc["meta"]
     out = [
         f"One load job of {meta['job_mib']} MiB in {meta['block_kib']:,} KiB blocks per tier "
@@ -186,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=16, help="I/O threads of each tier")
     p.add_argument("--renew-after", type=float, default=1.0, help="seconds (tier 'on')")
     p.add_argument("--json", type=Path, help="write the results here (nothing by default)")
+    p.add_argument("--drain", type=int, metavar="N",
+                   help="measure copies per block and drain time for N due blocks instead")
+    p.add_argument("--drain-block-kib", type=int, default=128, help="with --drain")
+    p.add_argument("--drain-renew-after", type=float, default=100.0,
+                   help="with --drain: seconds; 100 gives renewal the spread a day's "
+                   "renew_after gives it (10 s)")
     _trust.add_arguments(p)
     args = p.parse_args(argv)
     trust = _trust.gate(args)
@@ -193,21 +205,27 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("AWS_PROFILE", None)
     names = args.servers.split(",")
     with servers(names) as found:
-        rows = [bench_server(found[name], args) for name in names]
+        if args.drain:
+            rows = [r for name in names for r in drain_rows(found[name], args)]
+        else:
+            rows = [bench_server(found[name], args) for name in names]
     if args.json:
         from _charts import machine
 
-        doc = {
-            "meta": {
-                "command": "bench/bench_renewal.py " + " ".join(argv or sys.argv[1:]),
-                "runs": args.runs, "job_mib": args.job_mib, "block_kib": args.block_kib,
-                "threads": args.threads, "renew_after": args.renew_after,
-                "cpus": os.cpu_count(), "python": platform.python_version(),
-                "versions": _trust.versions("vllm", "s3kv", "awscrt"),
-                "machine": machine(),
-            },
-            "rows": rows,
+        meta = {
+            "command": "bench/bench_renewal.py " + " ".join(argv or sys.argv[1:]),
+            "threads": args.threads, "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "versions": _trust.versions("vllm", "s3kv", "awscrt"), "machine": machine(),
         }
+        if args.drain:
+            meta.update(drain=args.drain, drain_block_kib=args.drain_block_kib,
+                        drain_renew_after=args.drain_renew_after)
+            doc: dict[str, Any] = {"meta": meta, "drain": rows}
+        else:
+            meta.update(runs=args.runs, job_mib=args.job_mib, block_kib=args.block_kib,
+                        renew_after=args.renew_after)
+            doc = {"meta": meta, "rows": rows}
         _trust.stamp(doc, trust)
         print(markdown(doc))
         args.json.parent.mkdir(parents=True, exist_ok=True)

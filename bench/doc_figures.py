@@ -82,6 +82,10 @@ SOURCES: dict[str, Source] = {
         ".venv-vllm/bin/python bench/bench_renewal.py --servers rgw-http,rgw-https "
         "--json docs/img/renewal.json",
         {"table": _from("bench_renewal")}),
+    "renewal-drain": Source(
+        ".venv-vllm/bin/python bench/bench_renewal.py --drain 1000 --servers rgw-http "
+        "--json docs/img/renewal-drain.json",
+        {"table": _from("bench_renewal")}),
     "keys": Source(
         ".venv-vllm/bin/python bench/bench_keys.py --json docs/img/keys.json",
         {"table": _from("bench_keys")}),

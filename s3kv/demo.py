@@ -159,8 +159,10 @@ def ensure_bucket(settings: S3Settings, bucket: str) -> None:
     try:
         client.create_bucket(Bucket=bucket)
     except ClientError as exc:
+        from s3kv.stores.rules import BUCKET_EXISTS
+
         code = exc.response.get("Error", {}).get("Code")
-        if code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+        if code not in BUCKET_EXISTS:
             raise StoreError(f"create bucket {bucket!r}: {code}: {exc}") from None
     except BotoCoreError as exc:
         raise StoreError(f"create bucket {bucket!r} at {settings.endpoint_url}: {exc}") from None

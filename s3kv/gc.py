@@ -3,31 +3,33 @@
 A block's ``Last-Modified`` is its last use where the writers renew what they use
 (s3kv's vLLM tier does, :mod:`s3kv.renewal`), else its write time. Only parsed block keys
 are ever deleted (stray keys are left alone), in batches of up to 1,000 keys per
-request, as the listing streams by: memory stays flat.
+request, as the listing streams by: memory stays flat but for the blocks near the
+cutoff.
+
+Far from the cutoff, ``Last-Modified`` decides. Near it, blocks are decided as chains
+and looked at again right before their deletes (:mod:`s3kv.gc_window`): within
+``chain_window`` seconds of the ``older_than`` age, and within ``chain_window`` of the
+minute a ``max_bytes`` budget cuts through (at least that minute). The window should be
+the writers' ``renew_after`` (1 day by default): renewal keeps a used chain's blocks
+within that of each other, so no chain reaches across it.
 
 ``max_bytes`` needs the ages of all blocks before the first delete, so it lists twice:
 the first pass builds a histogram of bytes per minute of ``Last-Modified`` (small
 whatever the block count), which gives the cutoff minute; the second deletes the blocks
-of earlier minutes as they stream by and keeps those of the cutoff minute aside (memory:
-one minute's blocks), then deletes those least recently used first, exactly in the order
-of ``Last-Modified`` as listed (milliseconds on Ceph RGW and MinIO, whole seconds on AWS
-and moto; ties in key order). Within one second that order puts the later blocks of a
-chain first where the store can tell: s3kv's tier renews a chain tail first.
+of minutes before the window as they stream by, keeps those after it, and sets the
+window's aside to be decided as chains (memory: the window's blocks).
 
 Deletes carry the ETag the listing gave (:meth:`Store.delete_if_unchanged`): where the
 store checks it (AWS; a directory always knows), a block that vanished or changed since
 the listing is counted ``already_gone``, not freed. One gc deletes at a time per location
-(:mod:`s3kv.gc_lease`), so two runs never both claim one free.
+(:mod:`s3kv.gc_lease`, on the store's clock), checked before every delete batch, so two
+runs never both claim one free. In a versioned bucket a delete frees nothing: what stays
+stored is reported, and removed on request (:mod:`s3kv.gc_versions`).
 
 Manifests: never deleted by default. vLLM and s3kv write a namespace's manifest once,
 before its first block; deleting it while a writer runs would orphan that writer's new
 blocks. With ``delete_empty_manifests`` a manifest goes only when its namespace has no
-block left at all, in any rank, after this run: every block delete of the namespace must
-have been confirmed (a failed delete keeps it), a fresh listing of the namespace just
-before the delete must find no block (a writer that started during the run), the delete
-carries the manifest's ETag, and a listing just after it must still find none, else the
-manifest is written back (create-only) at once and counted ``manifests_restored``.
-Writers that run long re-check their manifest too (:meth:`s3kv.Uploader.ensure_manifest`).
+block left at all, in any rank, after this run (:mod:`s3kv.gc_manifests`).
 ``blocks_deleted`` and ``bytes_freed`` count confirmed deletes only; failures are listed.
 Incomplete multipart uploads older than ``uploads_older_than`` seconds are aborted.
 
@@ -46,12 +48,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
+from s3kv import gc_versions
 from s3kv.errors import InvalidInputError, S3KVError
 from s3kv.gc_lease import GCLease
 from s3kv.gc_manifests import EmptyManifests
+from s3kv.gc_window import Near, Window
 from s3kv.listing import STALE_TEMP_SECONDS, Entry, list_root, walk
 from s3kv.location import Location, parse_location
 from s3kv.progress import Meter, ProgressCallback
@@ -62,6 +66,9 @@ from s3kv.stores import MultipartUpload, Store, open_store
 from s3kv.stores.base import DELETE_BATCH
 
 DEFAULT_UPLOADS_OLDER_THAN = 24 * 3600.0
+DEFAULT_CHAIN_WINDOW = 86_400.0
+"""Near the cutoff within this (the tier's default ``renew_after``), blocks are decided
+as chains: one HEAD each (see the module)."""
 MAX_AGE_SECONDS = 1000 * 365 * 86400.0
 """The longest age gc takes (1,000 years): older cutoffs fall before any timestamp."""
 _MINUTE = 60
@@ -72,6 +79,9 @@ class GCReport:
     location: str
     blocks_deleted: int
     bytes_freed: int
+    """Bytes no longer stored: of the blocks deleted, and of noncurrent versions removed.
+    In a versioned bucket a deleted block stays stored as a noncurrent version (counted
+    in ``noncurrent_bytes``), so only removed versions count."""
     blocks_kept: int
     bytes_kept: int
     manifests_deleted: int = 0
@@ -89,6 +99,18 @@ class GCReport:
     deleted: removed by someone else since the listing, so not freed by this run."""
     manifests_restored: int = 0
     """Manifests written back because a writer stored a block while gc deleted them."""
+    head_requests: int = 0
+    """HEADs of blocks near the cutoff: their chains read, and each looked at again
+    right before its delete (:mod:`s3kv.gc_window`)."""
+    used_since_listed: int = 0
+    """Blocks near the cutoff used (renewed) after the listing: kept, with their chains."""
+    versioning: str | None = None
+    """The bucket's versioning (``Enabled``, ``Suspended``, ``unknown``); None: off."""
+    noncurrent_versions: int = 0
+    """Noncurrent versions of the location's blocks still stored after the run."""
+    noncurrent_bytes: int = 0
+    noncurrent_versions_deleted: int = 0
+    """Removed (``delete_noncurrent_versions``; would be, in a dry run)."""
 
     @property
     def ok(self) -> bool:
@@ -102,6 +124,8 @@ def gc(
     max_bytes: int | None = None,
     uploads_older_than: float = DEFAULT_UPLOADS_OLDER_THAN,
     delete_empty_manifests: bool = False,
+    delete_noncurrent_versions: bool = False,
+    chain_window: float = DEFAULT_CHAIN_WINDOW,
     dry_run: bool = False,
     now: datetime | None = None,
     settings: S3Settings | None = None,
@@ -116,6 +140,7 @@ def gc(
     for flag, seconds in (
         ("--older-than", older_than),
         ("--abort-uploads-older-than", uploads_older_than),
+        ("--chain-window", chain_window),
     ):
         if seconds is not None and not 0 <= seconds <= MAX_AGE_SECONDS:
             raise InvalidInputError(
@@ -135,8 +160,10 @@ def gc(
             lease.acquire()
         job = _GC(loc, store, settings, now, dry_run, lease)
         job.allow_empty, job.meter = allow_empty, Meter(on_progress, dry_run=dry_run)
+        job.window = max(float(chain_window), _MINUTE)
         try:
-            return job.run(older_than, max_bytes, uploads_older_than, delete_empty_manifests)
+            report = job.run(older_than, max_bytes, uploads_older_than, delete_empty_manifests)
+            return job.versions(report, delete=delete_noncurrent_versions)
         finally:
             job.meter.finish()  # a last event, Ctrl-C too: what an interrupt reports
     finally:
@@ -145,6 +172,16 @@ def gc(
                 lease.release()
         finally:
             store.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    """Where a ``max_bytes`` budget cuts: the minutes decided as chains, and the bytes
+    to free among them."""
+
+    first: int
+    last: int
+    quota: int
 
 
 class _GC:
@@ -157,13 +194,8 @@ class _GC:
         dry_run: bool,
         lease: GCLease | None = None,
     ) -> None:
-        self.loc, self.store, self.settings, self.now, self.dry_run = (
-            loc,
-            store,
-            settings,
-            now,
-            dry_run,
-        )
+        self.loc, self.store, self.settings, self.now = loc, store, settings, now
+        self.dry_run = dry_run
         self.lease = lease
         # (key, the namespace folder of a block or "" for a temp file, size, ETag listed)
         self.pending: list[tuple[str, str, int, str | None]] = []
@@ -177,6 +209,8 @@ class _GC:
         self.census = Census(loc)
         self.allow_empty = False
         self.meter = Meter(None)
+        self.window = float(DEFAULT_CHAIN_WINDOW)
+        self.versioning = gc_versions.status(store, settings)
 
     def blocks(self) -> Iterator[tuple[Entry, float]]:
         """(entry, age in seconds) of every block; counts stray keys and manifests."""
@@ -211,7 +245,7 @@ class _GC:
         delete_empty_manifests: bool,
     ) -> GCReport:
         started = time.perf_counter()
-        cutoff_minute, cutoff_quota = self._budget(older_than, max_bytes)
+        budget = self._budget(older_than, max_bytes)
         if max_bytes is not None:  # the first pass listed everything: check before deleting
             self.census.check(self.store, allow_empty=self.allow_empty)
             # The bytes over budget (a floor with --older-than too); blocks are not known.
@@ -220,33 +254,42 @@ class _GC:
             self.meter.start("deleting")
         kept = kept_bytes = 0
         left: Counter[str] = Counter()
-        in_cutoff_minute: list[Entry] = []
+        near: list[Near] = []
         self.collect_temps = True
         for entry, age in self.blocks():
             assert entry.parsed is not None
-            doomed = older_than is not None and age > older_than
-            if not doomed and cutoff_minute is not None:
+            by_age = by_budget = doomed = False
+            if older_than is not None:
+                doomed = age > older_than + self.window
+                by_age = not doomed and age >= older_than - self.window
+            if budget is not None and not doomed:
                 minute = self._minute(entry)
-                if minute == cutoff_minute and cutoff_quota > 0:
-                    in_cutoff_minute.append(entry)  # ordered below, once all are known
-                    continue
-                doomed = minute < cutoff_minute
+                doomed = minute < budget.first
+                by_budget = not doomed and minute <= budget.last
             if doomed:
                 self._delete(entry, entry.parsed.folder)
-            else:
-                kept, kept_bytes = kept + 1, kept_bytes + entry.info.size
-                left[entry.parsed.folder] += 1
-        # Least recently used first, to the precision the store lists (see the module).
-        in_cutoff_minute.sort(key=lambda e: (e.info.last_modified or self.now, e.info.key))
-        for entry in in_cutoff_minute:
-            assert entry.parsed is not None
-            if cutoff_quota > 0:
-                cutoff_quota -= entry.info.size
-                self._delete(entry, entry.parsed.folder)
+            elif by_age or by_budget:
+                near.append(Near(entry, by_age, by_budget))
             else:
                 kept, kept_bytes = kept + 1, kept_bytes + entry.info.size
                 left[entry.parsed.folder] += 1
         self._flush()
+        window = Window(
+            self.store,
+            self.settings,
+            self.now,
+            older_than=older_than,
+            quota=budget.quota if budget is not None else 0,
+            dry_run=self.dry_run,
+        )
+        window.resolve(near, lambda e: self._delete(e, e.parsed.folder if e.parsed else ""),
+                       self._flush)
+        self.failures.update(window.failures)
+        self.gone += window.gone
+        for entry in window.kept:
+            assert entry.parsed is not None
+            kept, kept_bytes = kept + 1, kept_bytes + entry.info.size
+            left[entry.parsed.folder] += 1
         self.census.check(self.store, allow_empty=self.allow_empty)
         self.meter.finish()
         manifests = EmptyManifests(self.store, self.settings, self.loc, dry_run=self.dry_run)
@@ -276,28 +319,59 @@ class _GC:
             nested=self.census.nested_caches(),
             already_gone=self.gone,
             manifests_restored=manifests.restored,
+            head_requests=window.head_requests,
+            used_since_listed=window.used_since_listed,
+        )
+
+    def versions(self, report: GCReport, *, delete: bool) -> GCReport:
+        """What a versioned bucket still stores, removed with ``delete`` (after the run:
+        its deletes left versions too)."""
+        found = gc_versions.collect(
+            self.store, self.settings, self.loc, self.versioning, delete=delete,
+            dry_run=self.dry_run,
+        )
+        failures = {**report.failures, **found.failures}
+        freed = report.bytes_freed
+        if found.versioned:  # a delete there only hides the bytes
+            freed = found.deleted_bytes
+        return replace(
+            report,
+            bytes_freed=freed,
+            failures=failures,
+            delete_requests=report.delete_requests + found.requests,
+            versioning=found.versioning,
+            noncurrent_versions=found.noncurrent - (0 if self.dry_run else found.deleted),
+            noncurrent_bytes=found.noncurrent_bytes - (0 if self.dry_run else found.deleted_bytes),
+            noncurrent_versions_deleted=found.deleted,
         )
 
     def _minute(self, entry: Entry) -> int:
         when = entry.info.last_modified or self.now
         return int(when.timestamp()) // _MINUTE
 
-    def _budget(self, older_than: float | None, max_bytes: int | None) -> tuple[int | None, int]:
-        """First pass for ``max_bytes``: the cutoff minute and the bytes to free within it."""
+    def _budget(self, older_than: float | None, max_bytes: int | None) -> _Budget | None:
+        """First pass for ``max_bytes``: the minutes near the cutoff, and what to free
+        among them (None: nothing to free)."""
         if max_bytes is None:
-            return None, 0
+            return None
         per_minute: Counter[int] = Counter()
         for entry, age in self.blocks():
             if older_than is None or age <= older_than:
                 per_minute[self._minute(entry)] += entry.info.size
         excess = sum(per_minute.values()) - max_bytes
+        if excess <= 0:
+            return None
+        cutoff = next(iter(sorted(per_minute)))
+        reached = 0
         for minute in sorted(per_minute):
-            if excess <= 0:
-                return minute, 0
-            if per_minute[minute] >= excess:
-                return minute, excess
-            excess -= per_minute[minute]
-        return None, 0
+            cutoff = minute
+            reached += per_minute[minute]
+            if reached >= excess:
+                break
+        span = int(self.window) // _MINUTE
+        first, last = cutoff - span, cutoff + span
+        before = sum(b for m, b in per_minute.items() if m < first)
+        return _Budget(first, last, excess - before)
 
     def _delete(self, entry: Entry, folder: str) -> None:
         self.pending.append((entry.info.key, folder, entry.info.size, entry.info.etag))
@@ -312,7 +386,7 @@ class _GC:
         gone: set[str] = set()
         if not self.dry_run:
             if self.lease is not None:
-                self.lease.refresh()
+                self.lease.check()
             items = [(key, etag) for key, _, _, etag in batch]
             self.requests += 1
             try:

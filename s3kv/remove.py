@@ -301,7 +301,7 @@ class _Removal:
         if not batch:
             return
         if self.lease is not None:
-            self.lease.refresh()
+            self.lease.check()  # still ours (one HEAD), written again when due
         items = [(e.info.key, e.info.etag) for e in batch]
         self.requests += 1
         try:

@@ -36,9 +36,19 @@ from s3kv.retry import with_retries
 from s3kv.scope import Census, NestedCache
 from s3kv.settings import S3Settings
 from s3kv.stores import S3Store, Store, open_store
+from s3kv.transfer import BLOCK_TAGS
+from s3kv.verify import tag_problem
 
 Action = Literal[
-    "replaced", "would-replace", "removed", "would-remove", "unrepairable", "changed", "failed"
+    "replaced",
+    "would-replace",
+    "removed",
+    "would-remove",
+    "unrepairable",
+    "changed",
+    "failed",
+    "tagged",
+    "would-tag",
 ]
 MAX_ACTIONS_KEPT = 1000
 """Damaged blocks named in a report (all are counted)."""
@@ -78,12 +88,15 @@ class RepairReport:
     seconds: float = 0.0
     stray_keys: int = 0
     nested: tuple[NestedCache, ...] = ()
+    tagged: int | None = None
+    """``tags``: blocks the lifecycle rule could not see (no block tag, or another
+    value), tagged (would be, in a dry run); None without ``tags``."""
 
     @property
     def ok(self) -> bool:
         """Nothing is left damaged (a dry run: nothing was found damaged)."""
         if self.dry_run:
-            return self.damaged == 0 and self.failed == 0
+            return self.damaged == 0 and self.failed == 0 and not self.tagged
         return self.unrepairable == 0 and self.changed == 0 and self.failed == 0
 
 
@@ -99,8 +112,10 @@ def repair(
     ranks: tuple[int, ...] = (),
     allow_empty: bool = False,
     on_progress: ProgressCallback | None = None,
+    tags: bool = False,
 ) -> RepairReport:
-    """Replace (from ``source``) or remove the blocks at ``location`` that fail their check."""
+    """Replace (from ``source``) or remove the blocks at ``location`` that fail their check;
+    with ``tags``, also tag the blocks the lifecycle rule cannot see."""
     loc = location if isinstance(location, Location) else parse_location(location)
     settings = settings if settings is not None else S3Settings.resolve()
     src_loc = None
@@ -112,6 +127,7 @@ def repair(
         job = _Repair(loc, store, settings, src_loc, src, source_settings or settings)
         job.census = Census(loc, namespaces=namespaces, ranks=ranks)
         job.remove_unrepairable, job.dry_run = remove_unrepairable, dry_run
+        job.tags = tags and settings.tag_blocks and isinstance(store, S3Store)
         meter = Meter(on_progress, dry_run=dry_run)
         try:
             return job.run(allow_empty, meter)
@@ -145,6 +161,7 @@ class _Repair:
         self.failures: dict[str, str] = {}
         self.lock = threading.Lock()
         self.records_checksums = isinstance(store, S3Store)
+        self.tags = False
 
     def run(self, allow_empty: bool, meter: Meter) -> RepairReport:
         started = time.perf_counter()
@@ -195,6 +212,7 @@ class _Repair:
             seconds=time.perf_counter() - started,
             stray_keys=stray,
             nested=self.census.nested_caches(),
+            tagged=c["tagged"] + c["would-tag"] if self.tags else None,
         )
 
     def _check_source(self) -> None:
@@ -214,10 +232,11 @@ class _Repair:
             src_key = root_of(self.src_loc.prefix) + parsed.relative_path if self.src_loc else ""
             if not judged.damaged and judged.info.checksum is None:
                 judged = self._compare(judged, src_key, usual)
-            if not judged.damaged:
-                return
-            self._count("damaged")
-            self._act(judged, src_key, usual)
+            if judged.damaged:
+                self._count("damaged")
+                self._act(judged, src_key, usual)
+            if self.tags and not judged.damaged:  # a replacement is written with its tag
+                self._tag(judged)
         except S3KVError as exc:
             self._count("failed")
             with self.lock:
@@ -266,6 +285,23 @@ class _Repair:
         else:
             action = "removed" if damage.remove(self.store, judged, self.settings) else "changed"
         self._record(judged, action, f"{judged.problem}; {why}")
+
+    def _tag(self, judged: damage.Judged) -> None:
+        """The block tag the lifecycle rule filters on, put back where it is missing."""
+        key = judged.key
+        tags = with_retries(lambda: self.store.get_tags(key), self.settings)
+        problem = tag_problem(tags) if tags is not None else None
+        if problem is None:
+            return
+        if self.dry_run:
+            self._record(judged, "would-tag", problem[1])
+            return
+        try:
+            with_retries(lambda: self.store.put_tags(key, BLOCK_TAGS), self.settings)
+        except ObjectNotFoundError:  # removed meanwhile: nothing left to tag
+            self._record(judged, "changed", problem[1])
+            return
+        self._record(judged, "tagged", problem[1])
 
     def _record(self, judged: damage.Judged, action: Action, problem: str = "") -> None:
         self._count(action)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from s3kv import integrity
+from s3kv.chains import parent_metadata
 from s3kv.errors import NamespaceConflictError, S3KVError
 from s3kv.jobs import BlockResult, TransferJob
 from s3kv.keys import KeyStyle
@@ -134,16 +135,20 @@ class Uploader(Transfer):
         return True
 
     def put_blocks(
-        self, items: Mapping[BlockIdT, BlockBuffer] | Iterable[tuple[BlockId, BlockBuffer]]
+        self,
+        items: Mapping[BlockIdT, BlockBuffer] | Iterable[tuple[BlockId, BlockBuffer]],
+        *,
+        parents: Mapping[bytes, bytes] | None = None,
     ) -> TransferReport:
         """Store blocks and wait; returns what was stored, already present and failed."""
-        return self.submit_put_blocks(items).wait()
+        return self.submit_put_blocks(items, parents=parents).wait()
 
     def submit_put_blocks(
         self,
         items: Mapping[BlockIdT, BlockBuffer] | Iterable[tuple[BlockId, BlockBuffer]],
         *,
         on_done: Callable[[TransferJob], None] | None = None,
+        parents: Mapping[bytes, bytes] | None = None,
     ) -> TransferJob:
         """Start storing blocks; returns a job to poll, wait on or cancel.
 
@@ -154,8 +159,13 @@ class Uploader(Transfer):
         checked before any request (contiguous, non-empty, readable as bytes; else
         :class:`InvalidInputError`), and a key given twice is refused, so each key lands
         in exactly one outcome.
+
+        ``parents`` maps an OffloadKey to its parent's (the block before it in its
+        chain), written with the block as metadata (:mod:`s3kv.chains`): ``gc`` then
+        keeps a prefix of every chain. vLLM's tier passes what the scheduler knows.
         """
         self._check_open()
+        parents = parents or {}
         blocks = []
         for block, buffer in pairs_of(items):
             key = offload_key_of(block)
@@ -163,7 +173,7 @@ class Uploader(Transfer):
         refuse_duplicates(key for key, _ in blocks)
         self.ensure_manifest()
         if all(self.store.can_submit(len(view)) for _, view in blocks):
-            attempts = [_PutAttempt(self, key, view) for key, view in blocks]
+            attempts = [_PutAttempt(self, key, view, parents.get(key)) for key, view in blocks]
             return PipelinedJob(
                 "upload",
                 attempts,
@@ -171,12 +181,12 @@ class Uploader(Transfer):
                 settings=self.settings,
                 on_done=on_done,
             )
-        tasks = [(key, self._task(key, view)) for key, view in blocks]
+        tasks = [(key, self._task(key, view, parents.get(key))) for key, view in blocks]
         return TransferJob(
             "upload", self.executor, tasks, parallelism=self.concurrency, on_done=on_done
         )
 
-    def _task(self, key: bytes, view: memoryview) -> Any:
+    def _task(self, key: bytes, view: memoryview, parent: bytes | None) -> Any:
         object_key = self.keys.key_for(key)
 
         def run(cancelled: threading.Event) -> BlockResult:
@@ -185,6 +195,7 @@ class Uploader(Transfer):
                 checksum=integrity.compute(self.settings.checksum, view),
                 tags=BLOCK_TAGS,
                 write_id=write_id(),
+                metadata=parent_metadata(parent),
             )
             created = put_create_only(
                 self.store, object_key, view, options, self.settings, cancelled=cancelled
@@ -199,10 +210,12 @@ class Uploader(Transfer):
 class _PutAttempt:
     """One block's create-only PUT on a store that submits without blocking."""
 
-    __slots__ = ("key", "object_key", "options", "uploader", "view")
+    __slots__ = ("key", "object_key", "options", "parent", "uploader", "view")
 
-    def __init__(self, uploader: Uploader, key: bytes, view: memoryview) -> None:
-        self.uploader, self.key, self.view = uploader, key, view
+    def __init__(
+        self, uploader: Uploader, key: bytes, view: memoryview, parent: bytes | None
+    ) -> None:
+        self.uploader, self.key, self.view, self.parent = uploader, key, view, parent
         self.object_key = uploader.keys.key_for(key)
         self.options: PutOptions | None = None  # at the first start, off the caller's thread
 
@@ -215,6 +228,7 @@ class _PutAttempt:
                 checksum=integrity.compute(up.settings.checksum, self.view),
                 tags=BLOCK_TAGS,
                 write_id=write_id(),
+                metadata=parent_metadata(self.parent),
             )
 
         def finished(created: bool | None, error: BaseException | None) -> None:

@@ -37,6 +37,7 @@ from s3kv.retry import with_retries
 from s3kv.scope import Census, NestedCache
 from s3kv.settings import S3Settings
 from s3kv.stores import ObjectInfo, S3Store, Store, open_store
+from s3kv.transfer import BLOCK_TAGS
 
 FindingKind = Literal[
     "stray-key",
@@ -47,6 +48,8 @@ FindingKind = Literal[
     "checksum-mismatch",
     "read-failed",
     "stale-temp",
+    "untagged",
+    "wrong-tag",
 ]
 MAX_FINDINGS_PER_KIND = 1000
 """Findings of one kind kept by name in a report (all are counted)."""
@@ -90,6 +93,8 @@ class VerifyReport:
     """Caches nested below the location: not part of it, not checked."""
     folders: tuple[NamespaceCheck, ...] = ()
     stray_keys: int = 0
+    tags_checked: int | None = None
+    """``tags``: blocks whose tags were read (None: not asked, or a store without tags)."""
 
     @property
     def ok(self) -> bool:
@@ -118,6 +123,7 @@ def verify(
     concurrency: int | None = None,
     allow_empty: bool = False,
     on_progress: ProgressCallback | None = None,
+    tags: bool = False,
 ) -> VerifyReport:
     """Check everything at ``location``; see the module docstring for what is checked."""
     loc = location if isinstance(location, Location) else parse_location(location)
@@ -125,6 +131,7 @@ def verify(
     store = open_store(loc, settings)
     try:
         job = _Verify(loc, store, settings, deep, concurrency or settings.concurrency)
+        job.tags = tags and settings.tag_blocks and isinstance(store, S3Store)
         meter = Meter(on_progress)
         try:
             return job.run(allow_empty, meter)
@@ -148,6 +155,8 @@ class _Verify:
         self.read = self.read_bytes = self.unverified = 0
         self.concurrency = concurrency
         self.slots = threading.BoundedSemaphore(concurrency * 2)
+        self.tags = False
+        self.tags_checked = 0
 
     def add(self, kind: FindingKind, key: str, message: str) -> None:
         with self.lock:
@@ -193,6 +202,9 @@ class _Verify:
         if self.deep:
             self.meter.start("checking", blocks=blocks, nbytes=total_bytes)
             self._read_all(spaces)
+        if self.tags:
+            self.meter.start("checking", blocks=blocks, nbytes=0)
+            self._check_tags()
         self.meter.finish()
         return VerifyReport(
             location=self.loc.url,
@@ -208,6 +220,7 @@ class _Verify:
             nested=self.census.nested_caches(),
             folders=folders,
             stray_keys=stray,
+            tags_checked=self.tags_checked if self.tags else None,
         )
 
     def _read_all(self, spaces: dict[str, _Namespace]) -> None:
@@ -230,6 +243,36 @@ class _Verify:
                 self.slots.acquire()
                 future = pool.submit(self._read, entry.info.key, entry.info.size)
                 future.add_done_callback(lambda _: self.slots.release())
+
+    def _check_tags(self) -> None:
+        """Every block must carry the block tag the lifecycle rule filters on (one
+        GetObjectTagging each): without it a block never expires."""
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="s3kv-verify") as pool:
+            for entry in walk(self.store, self.loc):
+                parsed = entry.parsed
+                if parsed is None or parsed.kind != "block":
+                    continue
+                self.slots.acquire()
+                future = pool.submit(self._tag_of, entry.info.key)
+                future.add_done_callback(lambda _: self.slots.release())
+
+    def _tag_of(self, key: str) -> None:
+        try:
+            tags = with_retries(lambda: self.store.get_tags(key), self.settings)
+        except S3KVError as exc:
+            self.add("read-failed", key, f"tags: {exc}")
+            self.meter.add(1)
+            return
+        if tags is None:  # a store without tags (a directory): nothing to see
+            self.meter.add(1)
+            return
+        with self.lock:
+            self.tags_checked += 1
+        problem = tag_problem(tags)
+        if problem is not None:
+            kind, message = problem
+            self.add(kind, key, message)
+        self.meter.add(1)
 
     def _check_namespace(self, prefix: str, folder: str, ns: _Namespace) -> NamespaceCheck:
         where = f"{prefix}/{folder}" if prefix else folder
@@ -311,3 +354,19 @@ class _Verify:
             if info.checksum is None and self.records_checksums:
                 self.unverified += 1
         self.meter.add(1, len(data), len(data))
+
+
+def tag_problem(tags: dict[str, str]) -> tuple[FindingKind, str] | None:
+    """Why a block's tags hide it from the lifecycle rule (None: they do not)."""
+    ((name, value),) = BLOCK_TAGS.items()
+    if tags.get(name) == value:
+        return None
+    if name in tags:
+        return "wrong-tag", (
+            f"tagged {name}={tags[name]}, not {name}={value}: the lifecycle rule cannot "
+            "see it, so it never expires; 's3kv repair --tags' tags it"
+        )
+    return "untagged", (
+        f"no {name}={value} tag (written by another tool, or a renewal's re-tag failed): "
+        "the lifecycle rule cannot see it, so it never expires; 's3kv repair --tags' tags it"
+    )

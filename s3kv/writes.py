@@ -24,7 +24,12 @@ import logging
 import secrets
 import threading
 
-from s3kv.errors import AccessDeniedError, TransientStoreError, UnsupportedByStoreError
+from s3kv.errors import (
+    AccessDeniedError,
+    S3KVError,
+    TransientStoreError,
+    UnsupportedByStoreError,
+)
 from s3kv.integrity import Buffer
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
@@ -100,6 +105,24 @@ def prove_create_only(store: Store, key: str, stored: bytes, settings: S3Setting
     raise UnsupportedByStoreError(
         f"{store.name}: the store ignores If-None-Match: * (a create-only PUT over "
         f"{key} was accepted twice): s3kv would overwrite existing blocks and count them "
-        "stored, so it writes nothing there. Use a store that supports conditional writes "
-        "(AWS S3, Ceph RGW, MinIO since 2024, ...)"
+        f"stored, so it writes nothing there. {_why_ignored(store, settings)}"
+    )
+
+
+def _why_ignored(store: Store, settings: S3Settings) -> str:
+    """The likely cause and fix. Ceph RGW (16 at least) ignores the condition on a
+    versioned bucket, and honours it on an unversioned one."""
+    try:
+        versioning = with_retries(store.versioning, settings)
+    except S3KVError:
+        versioning = None
+    if versioning in ("Enabled", "Suspended"):
+        return (
+            f"The bucket is versioned ({versioning}), and Ceph RGW ignores If-None-Match "
+            "on versioned buckets: keep the cache in an unversioned bucket (versions only "
+            "keep billable copies of disposable blocks)"
+        )
+    return (
+        "Use a store that supports conditional writes (AWS S3, Ceph RGW on an unversioned "
+        "bucket, MinIO since 2024, ...)"
     )

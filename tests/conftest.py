@@ -431,7 +431,7 @@ def recorded_s3_operations() -> set[tuple[str, ...]]:
             if dst and src_key:
                 peer = PROOF_BUCKET if src.get("Bucket") == r["bucket"] else PROOF_PEER
                 ops.add((op, PROOF_BUCKET, dst, peer, src_key))
-        elif op == "DeleteObjects":
+        elif op in ("DeleteObjects", "DeleteObjectVersion"):
             for key in r.get("keys", ()):
                 if (canonical := _canonical(key)) is not None:
                     ops.add((op, PROOF_BUCKET, canonical))

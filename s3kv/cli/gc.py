@@ -28,9 +28,16 @@ examples:
   # also drop manifests of namespaces left with no block at all
   s3kv gc /mnt/kv --older-than 30d --delete-empty-manifests
 
+  # a gc was killed: see who held its lease and for how long, then remove it
+  s3kv gc s3://my-bucket/kv --break-lease
+
 Age is time since Last-Modified, which s3kv's vLLM tier renews when it uses a block (see
-renew_after in docs/vllm-tier.md): time since last use. One gc runs at a time per
-location (a second one stops, exit 1). Manifests are never deleted while any block of
+renew_after in docs/vllm-tier.md): time since last use. Near the cutoff (within
+--chain-window) blocks are decided as chains and looked at again before their deletes:
+what stays of a chain is a prefix, and a block used meanwhile stays. One gc runs at a
+time per location (a second one stops, exit 1; its lease is aged by the store's clock).
+In a versioned bucket deletes free nothing: the noncurrent versions left are reported
+(--delete-noncurrent-versions removes them). Manifests are never deleted while any block of
 their namespace remains, and by default not at all (a writer still running would orphan
 its new blocks). Incomplete multipart uploads older than --abort-uploads-older-than
 (default 1d) are aborted.
@@ -74,6 +81,28 @@ def register(sub: Any) -> None:
         action="store_true",
         help="delete manifests of namespaces with no block left",
     )
+    parser.add_argument(
+        "--chain-window",
+        type=flag_type(parse_duration),
+        metavar="DURATION",
+        default=None,  # s3kv.gc.DEFAULT_CHAIN_WINDOW (imported only to run)
+        help="blocks used within this long of the cutoff are read (a HEAD each) and "
+        "decided as chains, so a chain only ever loses its tail; set it to the tier's "
+        "renew_after; default 1d",
+    )
+    parser.add_argument(
+        "--delete-noncurrent-versions",
+        action="store_true",
+        help="in a versioned bucket, also remove the noncurrent versions of blocks (what "
+        "deletes and renewals leave stored)",
+    )
+    parser.add_argument(
+        "--break-lease",
+        action="store_true",
+        help="remove the lease of a gc that died (shows its holder and age, asks first), "
+        "then exit",
+    )
+    parser.add_argument("--yes", action="store_true", help="with --break-lease: do not ask")
     parser.add_argument("--dry-run", action="store_true", help="show what would be deleted")
     add_allow_empty(parser)
     # For tests and reproducible runs: evaluate ages as of this ISO-8601 time.
@@ -95,9 +124,14 @@ RESUME = "Deleted blocks stay deleted; run the same command again to finish."
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3kv.gc import DEFAULT_UPLOADS_OLDER_THAN, gc
+    if args.break_lease:
+        from s3kv.cli.gc_lease import break_lease_command
+
+        return break_lease_command(args)
+    from s3kv.gc import DEFAULT_CHAIN_WINDOW, DEFAULT_UPLOADS_OLDER_THAN, gc
 
     uploads = args.abort_uploads_older_than
+    window = args.chain_window
     with watching("gc", resume=RESUME) as progress:
         report = gc(
             args.location,
@@ -105,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
             max_bytes=args.max_bytes,
             uploads_older_than=DEFAULT_UPLOADS_OLDER_THAN if uploads is None else uploads,
             delete_empty_manifests=args.delete_empty_manifests,
+            delete_noncurrent_versions=args.delete_noncurrent_versions,
+            chain_window=DEFAULT_CHAIN_WINDOW if window is None else window,
             dry_run=args.dry_run,
             now=args.now,
             settings=settings_from_args(args),
@@ -138,7 +174,41 @@ def summary_line(r: GCReport) -> str:
         )
     stray = f"; {plural(r.stray_keys, 'stray key')} left alone" if r.stray_keys else ""
     return (
-        f"gc: {done}; kept {plural(r.blocks_kept, 'block')} ({format_bytes(r.bytes_kept)}){stray}; "
-        f"{len(r.failures)} failed; {plural(r.delete_requests, 'delete request')} in "
-        f"{r.seconds:.2f}s at {r.location}"
+        f"gc: {done}; kept {plural(r.blocks_kept, 'block')} ({format_bytes(r.bytes_kept)}){stray}"
+        f"{near_note(r)}; {len(r.failures)} failed; "
+        f"{plural(r.delete_requests, 'delete request')} in {r.seconds:.2f}s at {r.location}"
+        f"{versions_note(r)}"
     )
+
+
+def near_note(r: GCReport) -> str:
+    """The blocks near the cutoff: what reading them cost, and what was used meanwhile."""
+    if not r.head_requests:
+        return ""
+    used = f", {r.used_since_listed} used since listed: kept" if r.used_since_listed else ""
+    return f" ({plural(r.head_requests, 'HEAD')} near the cutoff{used})"
+
+
+def versions_note(r: GCReport) -> str:
+    """What a versioned bucket still stores (a delete there only hides a block)."""
+    if r.versioning == "unknown":
+        return (
+            "\nnote: could not tell whether the bucket is versioned (no "
+            "s3:GetBucketVersioning); in a versioned bucket deleted blocks stay stored"
+        )
+    if r.versioning is None:
+        return ""
+    removed = (
+        f"{'would remove' if r.dry_run else 'removed'} "
+        f"{plural(r.noncurrent_versions_deleted, 'noncurrent version')}; "
+        if r.noncurrent_versions_deleted
+        else ""
+    )
+    left = (
+        f"{plural(r.noncurrent_versions, 'noncurrent version')} "
+        f"({format_bytes(r.noncurrent_bytes)}) still stored: the bucket's noncurrent-version "
+        "rule removes them, or --delete-noncurrent-versions now"
+        if r.noncurrent_versions
+        else "no noncurrent version left"
+    )
+    return f"\nversioned bucket ({r.versioning}): {removed}{left}"

@@ -29,6 +29,10 @@ examples:
   # no good copy at all: remove what fails its check (vLLM recomputes those blocks)
   s3kv repair s3://my-bucket/kv --remove-unrepairable --namespace 330cb72a4d52
 
+  # tag the blocks the lifecycle rule cannot see ('s3kv verify --tags' lists them)
+  s3kv repair s3://my-bucket/kv --tags --dry-run
+  s3kv repair s3://my-bucket/kv --tags
+
 A block fails its check when it is empty, of another size than its namespace's blocks,
 does not match the checksum recorded with it, or (recording none: a directory, vLLM's
 object-store tier) differs from the source's copy whose checksum is recorded. Only such
@@ -65,6 +69,12 @@ def register(sub: Any) -> None:
         "--remove-unrepairable",
         action="store_true",
         help="delete damaged blocks that have no good copy (default: leave and report them)",
+    )
+    parser.add_argument(
+        "--tags",
+        action="store_true",
+        help="also give the s3kv-object=block tag to blocks that lack it (the lifecycle "
+        "rule filters on it: without it a block never expires)",
     )
     parser.add_argument("--dry-run", action="store_true", help="judge every block, write nothing")
     parser.add_argument(
@@ -107,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             ranks=tuple(args.rank),
             allow_empty=args.allow_empty,
             on_progress=progress,
+            tags=args.tags,
         )
     if args.json:
         jsondoc.emit(jsondoc.repair(report))
@@ -122,10 +133,13 @@ def run(args: argparse.Namespace) -> int:
 
 def summary_line(r: RepairReport) -> str:
     replaced, removed = ("would replace", "would remove") if r.dry_run else ("replaced", "removed")
+    tagged = ""
+    if r.tagged is not None:
+        tagged = f"; {r.tagged} {'would be tagged' if r.dry_run else 'tagged'}"
     return (
         f"repair: checked {plural(r.checked, 'block')} ({format_bytes(r.bytes_read)} read), "
         f"{r.damaged} damaged: {r.replaced} {replaced}, {r.removed} {removed}, "
-        f"{r.unrepairable} unrepairable, {r.changed} changed meanwhile; {r.failed} failed, "
+        f"{r.unrepairable} unrepairable, {r.changed} changed meanwhile{tagged}; {r.failed} failed, "
         f"{r.unverified} unverified in {r.seconds:.2f}s at {r.location}"
         + (f" from {r.source}" if r.source else "")
     )

@@ -21,6 +21,9 @@ examples:
   # read every block and check the checksum recorded when it was stored
   s3kv verify s3://my-bucket/kv --deep --concurrency 64
 
+  # blocks the lifecycle rule cannot see (no s3kv-object=block tag): they never expire
+  s3kv verify s3://my-bucket/kv --tags
+
   # in a script: exit code 1 when anything is found, 7 when the location holds nothing
   s3kv verify /mnt/kv --json > findings.json || echo "problems found"
 
@@ -44,6 +47,12 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("location", metavar="LOCATION", help="s3://bucket[/prefix] or a directory")
     parser.add_argument("--deep", action="store_true", help="read and checksum every block")
+    parser.add_argument(
+        "--tags",
+        action="store_true",
+        help="read every block's tags (a request each): an untagged or wrong-tagged block "
+        "is invisible to the lifecycle rule and never expires ('s3kv repair --tags' fixes it)",
+    )
     add_allow_empty(parser)
     add_connection(parser)
     add_common(parser)
@@ -73,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             allow_empty=args.allow_empty,
             on_progress=progress,
+            tags=args.tags,
         )
     note = directory_note(report.location) if report.deep and "://" not in report.location else None
     if args.json:
@@ -89,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
         f", {report.blocks_read:,} read ({format_bytes(report.bytes_read)}), "
         f"{report.unverified} unverified"
         if report.deep
+        else ""
+    ) + (
+        f", tags of {plural(report.tags_checked, 'block')} read"
+        if report.tags_checked is not None
         else ""
     )
     summary(

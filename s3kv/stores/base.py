@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 
 from s3kv.errors import StoreError
 from s3kv.integrity import Buffer, Checksum
@@ -40,6 +40,29 @@ class ObjectInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectDetails:
+    """What a HEAD tells in full (:meth:`Store.describe`): more than a listing can."""
+
+    info: ObjectInfo
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    """Every user metadata field (``x-amz-meta-*`` without the prefix), as stored."""
+    server_time: datetime | None = None
+    """The store's clock when it answered (its ``Date`` header); None if not known."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectVersion:
+    """One version of an object in a versioned bucket (:meth:`Store.list_versions`)."""
+
+    key: str
+    version_id: str
+    size: int
+    latest: bool
+    delete_marker: bool = False
+    last_modified: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class MultipartUpload:
     """An upload started and never completed or aborted."""
 
@@ -63,6 +86,9 @@ class PutOptions:
     write_id: str | None = None
     """A token of this write, kept in metadata (``x-amz-meta-s3kv-write-id``; not by a
     directory): after a lost answer and a 412, it tells our own write from another's."""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    """More user metadata to store with the object (``x-amz-meta-<name>``; not by a
+    directory), such as a block's place in its chain (:mod:`s3kv.chains`)."""
 
 
 class Store(abc.ABC):
@@ -151,24 +177,55 @@ class Store(abc.ABC):
         """Server-side copy when both stores share an endpoint; False if not possible."""
         return False
 
-    def renew(
-        self,
-        key: str,
-        *,
-        etag: str | None,
-        checksum: Checksum | None,
-        tags: Mapping[str, str],
-    ) -> datetime | None:
-        """Make the object's Last-Modified now, its bytes, metadata and tags unchanged.
+    def describe(self, key: str) -> ObjectDetails | None:
+        """A HEAD that also returns every user metadata field and the store's clock;
+        None if the object does not exist. By default :meth:`head` with the local clock
+        (a directory's clock is this machine's)."""
+        info = self.head(key)
+        if info is None:
+            return None
+        return ObjectDetails(info, {}, datetime.now(timezone.utc))
 
-        On S3 a server-side copy of the object onto itself (no bytes through the client),
-        sent only while its ETag is still ``etag``: the metadata written back
-        (``checksum``, s3kv's recorded checksum) then belongs to the bytes it describes.
-        ``tags`` are the object's tags, for stores that drop them on such a copy. Returns
-        the new Last-Modified, or None when the object is gone or no longer the one seen
-        (then nothing was changed). A store that cannot renew raises ``NotImplementedError``.
+    def renew(
+        self, key: str, *, unmodified_since: datetime, metadata: Mapping[str, str]
+    ) -> datetime | None:
+        """Make the object's Last-Modified now, its bytes and ``metadata`` unchanged.
+
+        On S3 a server-side copy of the object onto itself (no bytes through the client)
+        with ``metadata`` written back (all of it, as :meth:`describe` read it), sent
+        only while the object's Last-Modified is still ``unmodified_since`` to the second
+        (``x-amz-copy-source-if-unmodified-since``; Ceph RGW's ``x-amz-copy-if-
+        unmodified-since``): a node that renewed it meanwhile, or a writer that replaced
+        it, makes the copy fail, so ``metadata`` always describes the bytes it lands
+        beside. Callers renew only objects modified in an earlier second than the one
+        ``unmodified_since`` was read in (a second is the condition's precision). Tags are
+        copied where the store keeps them on such a copy (AWS, MinIO, moto); Ceph RGW
+        drops them: see :meth:`put_tags`. Returns the new Last-Modified, or None when
+        the object is gone or was modified since (then nothing was changed). A store
+        that cannot renew raises ``NotImplementedError``.
         """
         raise NotImplementedError(f"{self.name} cannot renew objects")
+
+    def get_tags(self, key: str) -> dict[str, str] | None:
+        """The object's tags; None where the store keeps no tags (a directory)."""
+        return None
+
+    def put_tags(self, key: str, tags: Mapping[str, str]) -> None:  # noqa: B027
+        """Set the object's tags (nothing to do where the store keeps none)."""
+
+    def versioning(self) -> str | None:
+        """The bucket's versioning status (``"Enabled"``, ``"Suspended"``), None when it
+        was never turned on (or the store has none, a directory)."""
+        return None
+
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        """Every version and delete marker under ``prefix`` (none where unversioned)."""
+        return iter(())
+
+    def delete_versions(self, items: Sequence[tuple[str, str]]) -> dict[str, str]:
+        """Delete ``(key, version_id)`` pairs for good; ``{"key version": reason}`` of
+        failures."""
+        return {f"{k} {v}": "the store keeps no versions" for k, v in items}
 
     def delete_if_unchanged(
         self, items: Sequence[tuple[str, str | None]]

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from s3kv.errors import InvalidKeyError, SizeMismatchError, StoreError
-from s3kv.integrity import Buffer, Checksum
+from s3kv.integrity import Buffer
 from s3kv.stores.base import ObjectInfo, PutOptions, Store
 from s3kv.stores.errors import from_os_error
 
@@ -208,16 +208,14 @@ class LocalStore(Store):
         return failed
 
     def renew(
-        self,
-        key: str,
-        *,
-        etag: str | None,
-        checksum: Checksum | None,
-        tags: Mapping[str, str],
+        self, key: str, *, unmodified_since: datetime, metadata: Mapping[str, str]
     ) -> datetime | None:
-        """A file's Last-Modified is its mtime: set it to now (the bytes are not touched)."""
+        """A file's Last-Modified is its mtime: set it to now (the bytes are not touched),
+        unless the file was written again since ``unmodified_since`` (to the second)."""
         path = self.path_for(key)
         try:
+            if int(os.stat(path, follow_symlinks=False).st_mtime) > unmodified_since.timestamp():
+                return None
             os.utime(path, follow_symlinks=False)
             mtime = os.stat(path, follow_symlinks=False).st_mtime
         except FileNotFoundError:

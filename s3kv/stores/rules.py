@@ -209,6 +209,10 @@ def error_for(
     return kind(f"{head}: {meaning.text} ({label})")
 
 
+BUCKET_EXISTS = frozenset({"BucketAlreadyOwnedByYou", "BucketAlreadyExists"})
+"""CreateBucket's codes for a bucket that is there already (the demo's set-up)."""
+
+
 def gone_or_changed(code: str) -> bool:
     """Whether a DeleteObjects entry's error code says the object is gone, or no longer
     the one the delete was conditioned on (nothing was freed by this delete)."""
@@ -490,12 +494,14 @@ META_WRITE_ID = f"x-amz-meta-{WRITE_ID_KEY}"
 
 
 def write_metadata(options: PutOptions) -> dict[str, str]:
-    """s3kv's user metadata of a write: its checksum and its write token."""
+    """s3kv's user metadata of a write: its checksum, its write token and what else the
+    writer records (a block's parent in its chain, :mod:`s3kv.chains`)."""
     metadata = {}
     if options.checksum is not None:
         metadata[METADATA_KEY] = options.checksum.header()
     if options.write_id is not None:
         metadata[WRITE_ID_KEY] = options.write_id
+    metadata.update(options.metadata)
     return metadata
 
 

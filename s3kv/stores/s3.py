@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import boto3
@@ -28,7 +29,14 @@ from s3kv.errors import ObjectNotFoundError, StoreError
 from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY, Buffer, Checksum
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
-from s3kv.stores.base import DELETE_BATCH, MultipartUpload, ObjectInfo, PutOptions, Store
+from s3kv.stores.base import (
+    DELETE_BATCH,
+    MultipartUpload,
+    ObjectDetails,
+    ObjectInfo,
+    PutOptions,
+    Store,
+)
 from s3kv.stores.endpoint import addressing_style, configured_endpoint
 from s3kv.stores.errors import client_setup, translated
 from s3kv.stores.network import Network, network_for
@@ -50,6 +58,7 @@ from s3kv.stores.rules import (
     tagging,
     write_metadata,
 )
+from s3kv.stores.s3_tags_versions import TagsAndVersions
 from s3kv.stores.trace import trace_botocore, trace_enabled
 from s3kv.stores.watchdog import Watchdog
 
@@ -116,7 +125,7 @@ def _no_region_redirect(context: dict[str, Any], **_: Any) -> None:
         redirect["redirected"] = True
 
 
-class S3Store(Store):
+class S3Store(TagsAndVersions, Store):
     """Objects in one bucket of an S3-compatible store."""
 
     def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
@@ -433,32 +442,35 @@ class S3Store(Store):
             )
         return True
 
-    _copy_keeps_tags: bool | None = None
-    """Whether a copy onto itself keeps the object's tags (Ceph RGW 16 drops them):
-    learnt at the first renewal, then trusted."""
+    def describe(self, key: str) -> ObjectDetails | None:
+        """boto3's HEAD: every user metadata field, and the store's clock (``Date``)."""
+        where = self._where(key)
+        try:
+            with self._translated("HEAD", where):
+                resp = self.client.head_object(Bucket=self.bucket, Key=key)
+        except ObjectNotFoundError:
+            return None
+        info = self._info("HEAD", where, key, resp)
+        return ObjectDetails(info, dict(resp.get("Metadata") or {}), _server_time(resp))
 
     def renew(
-        self,
-        key: str,
-        *,
-        etag: str | None,
-        checksum: Checksum | None,
-        tags: Mapping[str, str],
+        self, key: str, *, unmodified_since: datetime, metadata: Mapping[str, str]
     ) -> datetime | None:
-        if etag is None:  # without it the metadata written back could describe other bytes
-            return None
         where = self._where(key)
         if self.settings.endpoint_url is not None:
-            _mirror_copy_condition(self.client)
+            _mirror_copy_conditions(self.client)
         params: dict[str, Any] = {
             "Bucket": self.bucket,
             "Key": key,
             "CopySource": {"Bucket": self.bucket, "Key": key},
-            "CopySourceIfMatch": etag,
+            # Not If-Match as well: S3 and RGW copy when the ETag matches, whatever the
+            # date says, and a renewal keeps the ETag, so another node's renewal would
+            # go unseen. Any write since the date (to the second) fails the copy.
+            "CopySourceIfUnmodifiedSince": unmodified_since,
             # S3 copies an object onto itself only when something changes; REPLACE with
             # the same metadata is that change, and the tags are copied (TaggingDirective).
             "MetadataDirective": "REPLACE",
-            "Metadata": {METADATA_KEY: checksum.header()} if checksum is not None else {},
+            "Metadata": dict(metadata),
             "TaggingDirective": "COPY",
         }
         try:
@@ -467,19 +479,7 @@ class S3Store(Store):
         except (ConditionFailed, ObjectNotFoundError):  # gone, or no longer the one seen
             return None
         when: datetime | None = resp.get("CopyObjectResult", {}).get("LastModified")
-        wanted = dict(tags) if self.settings.tag_blocks else {}
-        if wanted and self._copy_keeps_tags is None:
-            with self._translated("GET-TAGGING", where):
-                got = self.client.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
-            self._copy_keeps_tags = {t["Key"]: t["Value"] for t in got} == wanted
-        if wanted and self._copy_keeps_tags is False:
-            with self._translated("PUT-TAGGING", where):
-                self.client.put_object_tagging(
-                    Bucket=self.bucket,
-                    Key=key,
-                    Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in wanted.items()]},
-                )
-        return when or datetime.now(timezone.utc)
+        return when or _server_time(resp) or datetime.now(timezone.utc)
 
     def delete_if_unchanged(
         self, items: Sequence[tuple[str, str | None]]
@@ -532,22 +532,41 @@ class S3Store(Store):
 
 
 
-def _mirror_copy_condition(client: Any) -> None:
-    """Also send a copy's source condition under the name Ceph RGW reads.
+_RGW_COPY_CONDITIONS = {
+    "x-amz-copy-source-if-match": "x-amz-copy-if-match",
+    "x-amz-copy-source-if-unmodified-since": "x-amz-copy-if-unmodified-since",
+}
 
-    RGW (16 to at least 18) reads ``x-amz-copy-if-match``, not AWS's
-    ``x-amz-copy-source-if-match``, and ignores the latter: without this a renewal on RGW
-    would copy whatever object is there. Only for custom endpoints; registered once.
+
+def _mirror_copy_conditions(client: Any) -> None:
+    """Also send a copy's source conditions under the names Ceph RGW reads.
+
+    RGW (16 to at least 18) reads ``x-amz-copy-if-match`` and ``x-amz-copy-if-unmodified-
+    since``, and ignores AWS's ``x-amz-copy-source-*`` names: without this a renewal on
+    RGW would copy whatever object is there. Only for custom endpoints; registered once.
     """
     client.meta.events.register(
-        "before-sign.s3.CopyObject", _copy_if_match_for_rgw, unique_id="s3kv-rgw-copy-if-match"
+        "before-sign.s3.CopyObject", _copy_conditions_for_rgw, unique_id="s3kv-rgw-copy-if"
     )
 
 
-def _copy_if_match_for_rgw(request: Any, **_: Any) -> None:
-    etag = request.headers.get("x-amz-copy-source-if-match")
-    if etag is not None:
-        request.headers["x-amz-copy-if-match"] = etag
+def _copy_conditions_for_rgw(request: Any, **_: Any) -> None:
+    for aws_name, rgw_name in _RGW_COPY_CONDITIONS.items():
+        value = request.headers.get(aws_name)
+        if value is not None:
+            request.headers[rgw_name] = value
+
+
+def _server_time(resp: dict[str, Any]) -> datetime | None:
+    """The store's clock when it answered: its ``Date`` header."""
+    date = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if not date:
+        return None
+    try:
+        when = parsedate_to_datetime(date)
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def _info(key: str, resp: dict[str, Any]) -> ObjectInfo:

@@ -56,5 +56,8 @@ def trace_botocore(params: dict[str, Any], model: Any, **_: Any) -> None:
     if "Body" in params:
         record["size"] = determine_content_length(params["Body"])
     if "Delete" in params:
-        record["keys"] = [o["Key"] for o in params["Delete"].get("Objects", ())]
+        objects = params["Delete"].get("Objects", ())
+        record["keys"] = [o["Key"] for o in objects]
+        if any("VersionId" in o for o in objects):  # s3:DeleteObjectVersion, not DeleteObject
+            record["op"] = "DeleteObjectVersion"
     trace(record)

@@ -40,9 +40,9 @@ from s3kv.errors import (
     SizeMismatchError,
     TransientStoreError,
 )
-from s3kv.integrity import Buffer, Checksum
+from s3kv.integrity import Buffer
 from s3kv.report import TransferReport
-from s3kv.stores.base import Cancel, ObjectInfo, PutOptions, Store
+from s3kv.stores.base import Cancel, ObjectDetails, ObjectInfo, PutOptions, Store
 from s3kv.vllm._stores import ForwardingStore
 
 try:
@@ -64,7 +64,8 @@ SKIPPED_STORE_BLOCKS = PREFIX + "read_only_skipped_blocks"
 TRANSFER_SECONDS = PREFIX + "transfer_seconds"
 RENEWALS = PREFIX + "renewals"
 REMOVED_BLOCKS = PREFIX + "removed_blocks"
-RENEWAL_OUTCOMES = ("renewed", "changed", "gone", "failed", "dropped")
+RETAGS = PREFIX + "retags"
+RENEWAL_OUTCOMES = ("renewed", "already_renewed", "changed", "gone", "failed", "dropped")
 """:class:`s3kv.renewal.Renewer` counters, each an ``outcome`` of :data:`RENEWALS`."""
 
 TRANSFER_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -79,8 +80,9 @@ def metric_definitions() -> dict[str, OffloadingMetricMetadata]:
     return {
         REQUESTS: OffloadingCounterMetadata(
             documentation="S3 requests sent by the s3kv tier, by operation (get, put, "
-            "head, copy) and outcome (ok, created, exists, not_found, size_mismatch, "
-            "transient, denied, error). A copy is a renewal (see renewals).",
+            "head, copy, tagging) and outcome (ok, created, exists, not_found, "
+            "size_mismatch, transient, denied, error). A copy is a renewal (see "
+            "renewals); each is preceded by a head that looks first.",
             labelnames=(*tier, "operation", "outcome"),
         ),
         RETRIES: OffloadingCounterMetadata(
@@ -117,8 +119,16 @@ def metric_definitions() -> dict[str, OffloadingMetricMetadata]:
         RENEWALS: OffloadingCounterMetadata(
             documentation="Used blocks the s3kv tier renewed (a copy onto itself, so the "
             "bucket's lifecycle and gc count from the last use), by outcome: renewed; "
+            "already_renewed (another node renewed it since this one saw it: no copy); "
             "changed (not the object seen: left alone); gone; failed; dropped (the "
             "renewal queue was full).",
+            labelnames=(*tier, "outcome"),
+        ),
+        RETAGS: OffloadingCounterMetadata(
+            documentation="Block tags the s3kv tier put back after a renewal on a store "
+            "whose copies drop them (Ceph RGW), by outcome: failed (the lifecycle rule "
+            "cannot see the block until its next use re-tags it); repaired (such a "
+            "block carries its tag again).",
             labelnames=(*tier, "outcome"),
         ),
         REMOVED_BLOCKS: OffloadingCounterMetadata(
@@ -316,20 +326,29 @@ class MeteredStore(ForwardingStore):
             lambda info: "ok" if info is not None else "not_found",
         )
 
+    def describe(self, key: str) -> ObjectDetails | None:
+        return self._call(
+            "head",
+            key,
+            lambda: self.inner.describe(key),
+            lambda got: "ok" if got is not None else "not_found",
+        )
+
     def renew(
-        self,
-        key: str,
-        *,
-        etag: str | None,
-        checksum: Checksum | None,
-        tags: Mapping[str, str],
+        self, key: str, *, unmodified_since: datetime, metadata: Mapping[str, str]
     ) -> datetime | None:
         return self._call(
             "copy",
             key,
-            lambda: self.inner.renew(key, etag=etag, checksum=checksum, tags=tags),
+            lambda: self.inner.renew(key, unmodified_since=unmodified_since, metadata=metadata),
             lambda when: "ok" if when is not None else "not_found",
         )
+
+    def get_tags(self, key: str) -> dict[str, str] | None:
+        return self._call("tagging", key, lambda: self.inner.get_tags(key), lambda _: "ok")
+
+    def put_tags(self, key: str, tags: Mapping[str, str]) -> None:
+        self._call("tagging", key, lambda: self.inner.put_tags(key, tags), lambda _: "ok")
 
     def submit_put(
         self,

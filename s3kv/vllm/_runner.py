@@ -11,7 +11,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from vllm.v1.kv_offload.tiering.base import JobId, TransferJob
@@ -22,6 +22,9 @@ from s3kv.report import TransferReport
 from s3kv.uploader import Uploader
 
 logger = logging.getLogger("s3kv.vllm")
+
+Parents = Mapping[bytes, bytes]
+"""A store job's keys to their parents' (:mod:`s3kv.vllm._chain`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +55,9 @@ class JobRunner:
         self._uploader = uploader
         self._downloader = downloader
         self._on_finished = on_finished
-        self._submitted: queue.SimpleQueue[TransferJob | None] = queue.SimpleQueue()
+        self._submitted: queue.SimpleQueue[tuple[TransferJob, Parents] | None] = (
+            queue.SimpleQueue()
+        )
         self._finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self._idle = threading.Condition()
         self._in_flight = 0
@@ -65,10 +70,11 @@ class JobRunner:
 
     # -- scheduler thread ---------------------------------------------------------------
 
-    def submit(self, job: TransferJob) -> None:
+    def submit(self, job: TransferJob, parents: Parents | None = None) -> None:
+        """Queue a job; ``parents``: of a store job's keys (written with the blocks)."""
         with self._idle:
             self._in_flight += 1
-        self._submitted.put(job)
+        self._submitted.put((job, parents or {}))
 
     def finished(self) -> list[Finished]:
         out = []
@@ -108,14 +114,15 @@ class JobRunner:
 
     def _dispatch(self) -> None:
         while True:
-            job = self._submitted.get()
-            if job is None:
+            item = self._submitted.get()
+            if item is None:
                 break
+            job, parents = item
             if self._closing:
                 self._done(Finished(job, None, "shut down before it started"), report=False)
                 continue
             try:
-                self._start(job)
+                self._start(job, parents)
             except Exception as exc:  # a job that cannot start still gets reported
                 logger.exception("s3kv tier could not start job %s", job.job_id)
                 self._done(Finished(job, None, f"{type(exc).__name__}: {exc}"))
@@ -126,9 +133,9 @@ class JobRunner:
             except queue.Empty:
                 return
             if late is not None:
-                self._done(Finished(late, None, "shut down before it started"), report=False)
+                self._done(Finished(late[0], None, "shut down before it started"), report=False)
 
-    def _start(self, job: TransferJob) -> None:
+    def _start(self, job: TransferJob, parents: Parents) -> None:
         bs = self._block_size
         rows = []
         for cid in job.chunk_ids:
@@ -144,7 +151,9 @@ class JobRunner:
         if job.is_promotion:
             s3job = self._downloader.submit_get_blocks(keys, into=rows, on_done=on_done)
         else:
-            s3job = self._uploader.submit_put_blocks(zip(keys, rows), on_done=on_done)
+            s3job = self._uploader.submit_put_blocks(
+                zip(keys, rows), on_done=on_done, parents=parents
+            )
         with self._idle:
             # done() turns True before on_done runs, so a job that finished already is
             # never left here.

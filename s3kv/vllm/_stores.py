@@ -17,8 +17,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from s3kv.errors import AccessDeniedError
-from s3kv.integrity import Buffer, Checksum
-from s3kv.stores.base import Cancel, MultipartUpload, ObjectInfo, PutOptions, Store
+from s3kv.integrity import Buffer
+from s3kv.stores.base import (
+    Cancel,
+    MultipartUpload,
+    ObjectDetails,
+    ObjectInfo,
+    PutOptions,
+    Store,
+)
 
 logger = logging.getLogger("s3kv.vllm")
 
@@ -81,15 +88,19 @@ class ForwardingStore(Store):
     def copy_from(self, source: Store, source_key: str, key: str) -> bool:
         return self.inner.copy_from(source, source_key, key)
 
+    def describe(self, key: str) -> ObjectDetails | None:
+        return self.inner.describe(key)
+
     def renew(
-        self,
-        key: str,
-        *,
-        etag: str | None,
-        checksum: Checksum | None,
-        tags: Mapping[str, str],
+        self, key: str, *, unmodified_since: datetime, metadata: Mapping[str, str]
     ) -> datetime | None:
-        return self.inner.renew(key, etag=etag, checksum=checksum, tags=tags)
+        return self.inner.renew(key, unmodified_since=unmodified_since, metadata=metadata)
+
+    def get_tags(self, key: str) -> dict[str, str] | None:
+        return self.inner.get_tags(key)
+
+    def put_tags(self, key: str, tags: Mapping[str, str]) -> None:
+        self.inner.put_tags(key, tags)
 
     def delete_if_unchanged(
         self, items: Sequence[tuple[str, str | None]]

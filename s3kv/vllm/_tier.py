@@ -35,10 +35,12 @@ from s3kv.keys import KeyStyle
 from s3kv.location import parse_location
 from s3kv.renewal import DEFAULT_RENEW_AFTER_SECONDS
 from s3kv.settings import S3Settings
+from s3kv.vllm._chain import chunk_tokens, parents
 from s3kv.vllm._lookup import S3AsyncLookupManager, chains
 from s3kv.vllm._metrics import (
     REMOVED_BLOCKS,
     RENEWALS,
+    RETAGS,
     SKIPPED_STORE_BLOCKS,
     TierMeter,
     metric_definitions,
@@ -132,6 +134,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         else:
             self.uploader.ensure_manifest()
 
+        self._tokens = chunk_tokens(offloading_spec)
         rows = primary_kv_view.cast("B")
         self._runner = JobRunner(
             rows,
@@ -200,7 +203,8 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             self.metrics.count(SKIPPED_STORE_BLOCKS, by=len(job_metadata.keys))
             self._skipped.answer(job_metadata)
             return
-        self._runner.submit(job_metadata)
+        keys = list(job_metadata.keys)
+        self._runner.submit(job_metadata, parents(keys, job_metadata.req_context, self._tokens))
 
     def submit_load(self, job_metadata: TransferJob) -> None:
         self._runner.submit(job_metadata)
@@ -286,6 +290,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         lookups = self._lookup_manager
         self.metrics.on_lookups(lookups.heads_sent, lookups.cache_answers)
         self.metrics.on_totals(RENEWALS, self.usage.renewal_totals())
+        self.metrics.on_totals(RETAGS, self.usage.retag_totals())
         self.metrics.on_totals(REMOVED_BLOCKS, {(): float(self.usage.removed)})
         return self.metrics.take_stats()
 

@@ -68,8 +68,9 @@ class UsageTracker:
         """A tracker with a renewer on ``store`` (none when ``renew_after`` is None)."""
         tracker = cls(presence, announce_removals=announce_removals)
         if renew_after is not None:
+            tags = BLOCK_TAGS if settings.tag_blocks else {}
             tracker.renewer = Renewer(
-                store, settings, renew_after=renew_after, tags=BLOCK_TAGS, on_gone=tracker.missing
+                store, renew_after=renew_after, tags=tags, on_gone=tracker.missing
             )
         return tracker
 
@@ -78,6 +79,14 @@ class UsageTracker:
         if self.renewer is None:
             return {}
         return {(o,): float(getattr(self.renewer, o)) for o in RENEWAL_OUTCOMES}
+
+    def retag_totals(self) -> dict[tuple[str, ...], float]:
+        """Re-tags by outcome: ``failed`` (the block waits for its next use), ``repaired``
+        (a block whose re-tag had failed carries its tag again)."""
+        if self.renewer is None:
+            return {}
+        r = self.renewer
+        return {("failed",): float(r.retag_failed), ("repaired",): float(r.retagged)}
 
     def answered(self, info: ObjectInfo) -> None:
         """A HEAD or GET found the object."""

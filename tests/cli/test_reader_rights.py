@@ -83,3 +83,36 @@ def test_read_commands_work_with_reader_rights(rgw: Any, tmp_path: Path) -> None
     assert push.returncode == 4, push.stdout + push.stderr
     assert "Traceback" not in push.stderr
     assert "denied" in push.stderr.lower()
+
+
+def test_gc_with_reader_rights_is_told_it_may_not_write(rgw: Any, tmp_path: Path) -> None:
+    """A reader's gc stops before deleting anything, naming the cause (no write rights)
+    and the fix."""
+    owner = boto3.session.Session().client(
+        "s3", endpoint_url=rgw.http_endpoint, aws_access_key_id=rgw.access_key,
+        aws_secret_access_key=rgw.secret_key, region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}))
+    bucket = f"s3kv-gc-reader-{uuid.uuid4().hex[:8]}"
+    owner.create_bucket(Bucket=bucket)
+    url = f"s3://{bucket}/{PREFIX}"
+    ns = Namespace(model_name="Qwen/Qwen3-0.6B", tokens_per_hash=16, dtype="bfloat16")
+    settings = S3Settings.resolve(endpoint_url=rgw.http_endpoint,
+                                  access_key_id=rgw.access_key, secret_access_key=rgw.secret_key)
+    with Uploader(url, ns, settings=settings) as up:
+        up.put_blocks({make_offload_key(bytes([i]) * 32, 0): b"r" * BLOCK for i in range(1, 4)}
+                      ).raise_for_failures()
+    reader = create_user(rgw, "s3kv-gc-reader")
+    grant_reader(owner, bucket, PREFIX, reader)
+    env = {**os.environ, "S3KV_ENDPOINT_URL": rgw.http_endpoint,
+           "S3KV_ACCESS_KEY_ID": reader.access_key, "S3KV_SECRET_ACCESS_KEY": reader.secret_key}
+
+    def s3kv(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "s3kv.cli", *args], capture_output=True,
+                              text=True, timeout=120, env=env)
+
+    refused = s3kv("gc", url, "--older-than", "0")
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    assert "gc may not write at" in refused.stderr and "writer policy" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    listed = owner.list_objects_v2(Bucket=bucket, Prefix=PREFIX)["Contents"]
+    assert len([o for o in listed if o["Key"].endswith(".bin")]) == 3  # nothing deleted

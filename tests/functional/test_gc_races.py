@@ -12,7 +12,6 @@ Writers are injected at exact points of gc's run through a store wrapper.
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -185,16 +184,6 @@ def test_two_gc_runs_never_both_claim_the_same_frees(
     again = gc(backend.location, older_than=0, now=LATER, settings=backend.settings)
     assert (again.blocks_deleted, again.bytes_freed) == (0, 0)
     assert not [k for k in backend.raw_keys() if k.endswith(GC_LEASE_NAME)]
-
-
-def test_a_lease_left_by_a_dead_run_is_taken_over(backend: Backend) -> None:
-    _write(backend, _keys(2))
-    lease_key = f"{_prefix(backend)}/{GC_LEASE_NAME}" if backend.is_s3 else GC_LEASE_NAME
-    expired = {"owner": "dead-host:1:0", "expires": "2020-01-01T00:00:00+00:00"}
-    backend.raw_put(lease_key, json.dumps(expired).encode())
-    report = gc(backend.location, older_than=0, now=LATER, settings=backend.settings)
-    assert report.blocks_deleted == 2
-    assert lease_key not in backend.raw_keys()
 
 
 def test_a_held_lease_is_no_stray_key(backend: Backend) -> None:

@@ -1,4 +1,5 @@
-"""``Store.renew``: Last-Modified moves to now; bytes, checksum metadata and tags stay.
+"""``Store.renew``: Last-Modified moves to now; bytes and metadata stay; the copy is
+conditional on the Last-Modified a HEAD read (what stops a second node's copy).
 
 Run on every backend (a directory's Last-Modified is its mtime). S3 listings and HEADs
 give whole seconds on moto (and AWS), so each test waits a little over one second once.
@@ -7,10 +8,12 @@ give whole seconds on moto (and AWS), so each test waits a little over one secon
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from s3kv import Namespace, Uploader
+from s3kv.chains import PARENT_METADATA_KEY
 from s3kv.stores import Store, open_store
 from s3kv.transfer import BLOCK_TAGS
 from tests.conftest import Backend
@@ -19,6 +22,7 @@ pytestmark = pytest.mark.functional
 
 NS = Namespace(model_name="Qwen/Qwen3-0.6B", tokens_per_hash=16, dtype="bfloat16")
 KEY = bytes(range(32)) + (0).to_bytes(4, "big")
+PARENT = bytes(range(1, 33)) + (0).to_bytes(4, "big")
 
 
 def _tags(backend: Backend, key: str) -> dict[str, str]:
@@ -28,38 +32,60 @@ def _tags(backend: Backend, key: str) -> dict[str, str]:
 
 def _write_block(backend: Backend, payload: bytes) -> tuple[Store, str]:
     with Uploader(backend.location, NS, settings=backend.settings) as up:
-        assert up.put_blocks({KEY: payload}).ok
+        assert up.put_blocks({KEY: payload}, parents={KEY: PARENT}).ok
         object_key = up.keys.key_for(KEY)
     return open_store(backend.location, backend.settings), object_key
 
 
-def test_renew_moves_last_modified_and_keeps_bytes_metadata_and_tags(
+def test_renew_moves_last_modified_and_keeps_bytes_and_metadata(
     every_backend: Backend,
 ) -> None:
-    backend = every_backend  # RGW 16 drops tags on a copy onto itself: renew must restore them
+    backend = every_backend
     payload = b"kv" * 1000
     store, key = _write_block(backend, payload)
     try:
-        before = store.head(key)
-        assert before is not None and before.last_modified is not None
+        before = store.describe(key)
+        assert before is not None and before.info.last_modified is not None
+        if backend.is_s3:  # the block's parent, as written: what gc's order reads
+            assert before.metadata[PARENT_METADATA_KEY] == PARENT[:-4].hex()
+        # The store's clock (its Date header; moto in-process sends none, a directory's
+        # is this machine's), within the test's run of now.
+        if backend.name != "moto":
+            assert before.server_time is not None
+            assert abs((before.server_time - datetime.now(timezone.utc)).total_seconds()) < 30
         time.sleep(1.1)
-        when = store.renew(key, etag=before.etag, checksum=before.checksum, tags=BLOCK_TAGS)
-        assert when is not None and when > before.last_modified
-        after = store.head(key)
-        assert after is not None and after.last_modified is not None
-        assert after.last_modified > before.last_modified
-        assert (after.size, after.checksum, after.etag) == (
-            before.size,
-            before.checksum,
-            before.etag,
-        )
+        when = store.renew(key, unmodified_since=before.info.last_modified,
+                           metadata=before.metadata)
+        assert when is not None and when > before.info.last_modified
+        after = store.describe(key)
+        assert after is not None and after.info.last_modified is not None
+        assert after.info.last_modified > before.info.last_modified
+        assert (after.info.size, after.info.checksum, after.info.etag) == (
+            before.info.size, before.info.checksum, before.info.etag)
+        assert after.metadata == before.metadata  # checksum, write id and parent: all kept
         assert store.get(key)[0] == payload
         listed = {i.key: i for i in store.list(key)}
         assert listed[key].last_modified is not None
-        assert listed[key].last_modified >= after.last_modified.replace(microsecond=0)
-        if backend.is_s3:
-            assert backend.raw_metadata(key) == {"s3kv-checksum": before.checksum.header()}
-            assert _tags(backend, key) == BLOCK_TAGS  # the lifecycle rule still matches
+        assert listed[key].last_modified >= after.info.last_modified.replace(microsecond=0)
+    finally:
+        store.close()
+
+
+def test_copies_keep_tags_on_s3_and_drop_them_on_ceph_rgw(every_s3_backend: Backend) -> None:
+    """Why the renewer learns, and re-tags only where it must (RGW 16)."""
+    backend = every_s3_backend
+    store, key = _write_block(backend, b"t" * 64)
+    try:
+        seen = store.describe(key)
+        assert seen is not None and seen.info.last_modified is not None
+        assert store.get_tags(key) == BLOCK_TAGS
+        time.sleep(1.1)
+        assert store.renew(key, unmodified_since=seen.info.last_modified,
+                           metadata=seen.metadata) is not None
+        kept = _tags(backend, key)
+        assert kept == ({} if backend.name.startswith("rgw") else BLOCK_TAGS)
+        store.put_tags(key, BLOCK_TAGS)
+        assert _tags(backend, key) == BLOCK_TAGS
     finally:
         store.close()
 
@@ -68,28 +94,37 @@ def test_renew_of_a_missing_object_changes_nothing(backend: Backend) -> None:
     store, key = _write_block(backend, b"x" * 64)
     try:
         missing = key.replace(".bin", "0.bin")
-        assert store.renew(missing, etag='"0"', checksum=None, tags=BLOCK_TAGS) is None
+        assert store.renew(missing, unmodified_since=datetime.now(timezone.utc),
+                           metadata={}) is None
         assert store.head(missing) is None
     finally:
         store.close()
 
 
-def test_renew_is_refused_when_the_object_is_not_the_one_seen(
+def test_renew_is_refused_when_the_object_changed_since_the_look(
     every_s3_backend: Backend,
 ) -> None:
-    s3_backend = every_s3_backend  # the copy condition is the store's to honour (RGW's header)
-    """The copy's source condition (ETag): stores that ignore it are named here."""
-    if s3_backend.name.startswith("moto"):
-        pytest.skip("moto 5 ignores x-amz-copy-source-if-match (checked on RGW)")
-    store, key = _write_block(s3_backend, b"a" * 64)
+    """The copy's condition (Last-Modified to the second) is the store's to honour:
+    AWS's x-amz-copy-source-if-unmodified-since, RGW's x-amz-copy-if-unmodified-since."""
+    backend = every_s3_backend
+    if backend.name.startswith("moto"):
+        pytest.skip("moto 5 honours no copy-source date condition (checked on RGW)")
+    store, key = _write_block(backend, b"a" * 64)
     try:
-        seen = store.head(key)
-        assert seen is not None
-        s3_backend.raw_put(key, b"b" * 64, {"s3kv-checksum": "crc32c:AAAAAA=="})
-        assert store.renew(key, etag=seen.etag, checksum=seen.checksum, tags=BLOCK_TAGS) is None
+        seen = store.describe(key)
+        assert seen is not None and seen.info.last_modified is not None
+        time.sleep(1.1)
+        # another node renews it (or a writer replaces it) after this node's look
+        backend.raw_put(key, b"b" * 64, {"s3kv-checksum": "crc32c:AAAAAA=="})
+        assert store.renew(key, unmodified_since=seen.info.last_modified,
+                           metadata=seen.metadata) is None
         # the metadata seen never lands on the other bytes
-        assert s3_backend.raw_metadata(key) == {"s3kv-checksum": "crc32c:AAAAAA=="}
-        # and without an ETag nothing is sent at all
-        assert store.renew(key, etag=None, checksum=seen.checksum, tags=BLOCK_TAGS) is None
+        assert backend.raw_metadata(key) == {"s3kv-checksum": "crc32c:AAAAAA=="}
+        now = store.describe(key)
+        assert now is not None and now.info.last_modified is not None
+        # and a condition that still holds is met (the time to the second, as HEAD said)
+        time.sleep(1.1)
+        assert store.renew(key, unmodified_since=now.info.last_modified + timedelta(0),
+                           metadata=now.metadata) is not None
     finally:
         store.close()

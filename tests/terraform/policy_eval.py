@@ -60,8 +60,11 @@ _OBJECT_OPERATIONS: dict[str, tuple[str, ...]] = {
     "AbortMultipartUpload": ("s3:AbortMultipartUpload",),
     "ListParts": ("s3:ListMultipartUploadParts",),
     "DeleteObject": ("s3:DeleteObject",),
-    # DeleteObjects is authorized key by key as s3:DeleteObject.
+    # DeleteObjects is authorized key by key as s3:DeleteObject, and as
+    # s3:DeleteObjectVersion for the keys it names with a VersionId (recorded as
+    # "DeleteObjectVersion" by the suite's trace).
     "DeleteObjects": ("s3:DeleteObject",),
+    "DeleteObjectVersion": ("s3:DeleteObjectVersion",),
 }
 _BUCKET_OPERATIONS: dict[str, tuple[str, ...]] = {
     # ListObjects(V2) carry the request's Prefix as the s3:prefix key.
@@ -72,6 +75,9 @@ _BUCKET_OPERATIONS: dict[str, tuple[str, ...]] = {
     # s3:ListBucketMultipartUploads has no s3:prefix condition key.
     "ListMultipartUploads": ("s3:ListBucketMultipartUploads",),
     "GetBucketLocation": ("s3:GetBucketLocation",),
+    "GetBucketVersioning": ("s3:GetBucketVersioning",),
+    # ListObjectVersions carries the request's Prefix as the s3:prefix key too.
+    "ListObjectVersions": ("s3:ListBucketVersions",),
 }
 # Copies: read the source object (and its tags, copied with it), write the
 # destination object with those tags.
@@ -117,7 +123,7 @@ def requests_for(
         ]
     elif operation in _BUCKET_OPERATIONS:
         context: tuple[tuple[str, str], ...] = ()
-        if operation in ("ListObjectsV2", "ListObjects"):
+        if operation in ("ListObjectsV2", "ListObjects", "ListObjectVersions"):
             context = (("s3:prefix", key),)
         requests += [
             Request(a, bucket_arn(bucket, partition), context)

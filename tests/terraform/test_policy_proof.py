@@ -50,6 +50,9 @@ STATIC_S3KV_OPERATIONS = frozenset(
         "DeleteObjects",
         "DeleteObject",  # repair's conditional delete of an unrepairable block
         "CopyObject",
+        "GetBucketVersioning",  # gc: is a delete there only a delete marker?
+        "ListObjectVersions",  # gc: what stays stored in a versioned bucket
+        "DeleteObjectVersion",  # gc --delete-noncurrent-versions
     }
 )
 READER_OPERATIONS = frozenset({"HeadObject", "GetObject", "ListObjectsV2"})
@@ -64,6 +67,7 @@ READER_MUST_NOT = frozenset(
         "ListMultipartUploads",
         "DeleteObject",
         "DeleteObjects",
+        "DeleteObjectVersion",
         "CopyObject",
     }
 )
@@ -108,12 +112,14 @@ class Call:
 
 def synthesize(operation: str, bucket: str, prefix: str) -> list[Call]:
     """Representative calls for an operation name: every kind of target s3kv uses."""
-    if operation in ("ListObjectsV2", "ListObjects"):
+    if operation in ("ListObjectsV2", "ListObjects", "ListObjectVersions"):
         return [
             Call(operation, bucket, f"{prefix}/"),
             Call(operation, bucket, f"{prefix}/{_FOLDER}_r0/"),
         ]
-    if operation in ("ListMultipartUploads", "HeadBucket", "GetBucketLocation"):
+    if operation in (
+        "ListMultipartUploads", "HeadBucket", "GetBucketLocation", "GetBucketVersioning"
+    ):
         return [Call(operation, bucket, "")]
     if operation in ("CopyObject", "UploadPartCopy"):
         return [

@@ -50,10 +50,18 @@ def settle(manager: Any, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
+def positioned(ctx: ReqContext, keys: Sequence[OffloadKey], tokens: int = 16) -> ReqContext:
+    """Each key's end-token position, recorded as vLLM's scheduler does for a request
+    (``update_offload_keys``): ``tokens`` per chunk, the chain from its head."""
+    for i, key in enumerate(keys):
+        ctx.set_offload_key_position(key, tokens * (i + 1))
+    return ctx
+
+
 def store(manager: Any, keys: Sequence[OffloadKey], seed: int, req: str = "w") -> np.ndarray:
     """Store ``keys`` in the primary tier as the worker would; vLLM cascades them."""
     rows = np.asarray(manager.primary_tier.get_kv_memoryview())
-    ctx = ReqContext(req_id=req)
+    ctx = positioned(ReqContext(req_id=req), keys)
     with harness.locked(manager):
         manager.on_new_request(ctx)
         out = manager.prepare_store(list(keys), ctx)
@@ -76,7 +84,7 @@ def load(manager: Any, keys: Sequence[OffloadKey], req: str = "r",
         if hasattr(manager, "on_reset_flushed"):  # 0.33's second phase
             manager.on_reset_flushed()
     rows = np.asarray(manager.primary_tier.get_kv_memoryview())
-    ctx = ReqContext(req_id=req)
+    ctx = positioned(ReqContext(req_id=req), keys)
     with harness.locked(manager):
         manager.on_new_request(ctx)
     deadline = time.monotonic() + timeout

@@ -7,7 +7,12 @@ Chains are stored and used through vLLM's ``TieringOffloadingManager`` with s3kv
   same time go, whole; a chain kept alive by ``touch`` alone survives too;
 * ``--max-bytes``: the deleted set is exactly the least recently used one, computed here
   from the order the chains were used in; on RGW, which lists milliseconds, a budget
-  that cuts through a renewed chain takes its tail and keeps its head.
+  that cuts through a renewed chain takes its tail and keeps its head;
+* ``--max-bytes`` on a fresh 16-block chain (one store job: its blocks share a second on
+  moto and land in any order on RGW), three budgets: a prefix of the chain stays (the
+  tier wrote each block's parent; gc reads them near its cutoff);
+* a chain loaded (so renewed) after gc listed it survives, and the cold chain goes in
+  its place: the LRU order holds through the race.
 """
 
 from __future__ import annotations
@@ -144,3 +149,56 @@ def test_max_bytes_deletes_exactly_the_least_recently_used(
         assert report.blocks_deleted == 2
         assert _present(endpoint, bucket, objects["C"]) == [True, True, False, False]
         assert all(_present(endpoint, bucket, objects["A"]))
+
+
+@pytest.mark.parametrize("keep", [5, 11, 8])
+def test_max_bytes_keeps_a_prefix_of_a_fresh_chain(
+    endpoint: Endpoint, bucket: str, keep: int
+) -> None:
+    chain = harness.keys(16, start=1200 + 20 * keep)
+    with managed.manager_with(endpoint.entry(bucket), chunks=24) as manager:
+        tier = manager.secondary_tiers[0]
+        managed.store(manager, chain, seed=keep, req=f"fresh-{keep}")
+        objects = [tier.uploader.keys.key_for(k) for k in chain]
+    report = gc(f"s3://{bucket}/{PREFIX}", max_bytes=keep * BLOCK, settings=endpoint.settings())
+    assert _present(endpoint, bucket, objects) == [True] * keep + [False] * (16 - keep)
+    assert (report.blocks_deleted, report.blocks_kept) == (16 - keep, keep)
+
+
+def test_a_chain_loaded_after_gc_listed_it_survives_and_the_cold_one_goes(
+    endpoint: Endpoint, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import s3kv.gc as gc_module
+
+    hot, cold = harness.keys(4, start=1400), harness.keys(4, start=1410)
+    with managed.manager_with(endpoint.entry(bucket), chunks=24) as manager:
+        tier = manager.secondary_tiers[0]
+        managed.store(manager, hot, seed=1, req="hot")  # older on paper: LRU's first pick
+        time.sleep(1.1)
+        managed.store(manager, cold, seed=2, req="cold")
+        objects = {n: [tier.uploader.keys.key_for(k) for k in ks]
+                   for n, ks in (("hot", hot), ("cold", cold))}
+        time.sleep(RENEW_AFTER + 1.1)  # both due for renewal
+        lock, used = threading.Lock(), []
+
+        def load_hot(*args: Any) -> None:  # gc looks again from several threads
+            with lock:
+                if not used:
+                    _use(manager, hot)  # a request hits the hot chain: renewed
+                    used.append(True)
+
+        real_open = gc_module.open_store
+
+        def open_store(loc: Any, settings: Any) -> Any:
+            from tests.functional.test_gc_races import Hooked
+
+            return Hooked(real_open(loc, settings), {"head": load_hot}, {})
+
+        monkeypatch.setattr(gc_module, "open_store", open_store)
+        report = gc(f"s3://{bucket}/{PREFIX}", max_bytes=4 * BLOCK, settings=endpoint.settings())
+    assert used
+    assert _present(endpoint, bucket, objects["hot"]) == [True] * 4
+    assert _present(endpoint, bucket, objects["cold"]) == [False] * 4
+    assert report.used_since_listed >= 1 and report.blocks_deleted == 4

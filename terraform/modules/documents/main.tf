@@ -72,6 +72,24 @@ locals {
       Resource = [local.write_bucket_arn]
     },
     {
+      # s3kv gc asks whether the bucket is versioned (a delete there frees
+      # nothing), lists what versions stay stored under the prefix, and with
+      # --delete-noncurrent-versions removes them.
+      Sid      = "ReadBucketVersioning"
+      Effect   = "Allow"
+      Action   = ["s3:GetBucketVersioning"]
+      Resource = [local.write_bucket_arn]
+    },
+    {
+      Sid      = "ListCacheVersions"
+      Effect   = "Allow"
+      Action   = ["s3:ListBucketVersions"]
+      Resource = [local.write_bucket_arn]
+      Condition = {
+        StringLike = local.list_prefix_match
+      }
+    },
+    {
       # Copy sources: CopyObject reads the source object and its tags (a
       # renewal's source is the block itself). GetObjectTagging also lets a
       # renewal check that the store kept the tags (Ceph RGW drops them).
@@ -86,11 +104,13 @@ locals {
       # or CopyObject carries tags (the s3kv-object=block tag). Renewal, the
       # copy of a used block onto itself, needs GetObject and GetObjectTagging
       # (above) and PutObject and PutObjectTagging: nothing of its own.
+      # DeleteObjectVersion: gc --delete-noncurrent-versions in a versioned bucket.
       Sid    = "WriteCacheObjects"
       Effect = "Allow"
       Action = [
         "s3:AbortMultipartUpload",
         "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
         "s3:PutObject",
         "s3:PutObjectTagging",
       ]
