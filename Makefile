@@ -83,7 +83,8 @@ bench: $(STAMP)
 QUIET := --wait-quiet 600
 bench-docs: $(STAMP) rgw-deps vllm-venv
 	bash scripts/vllm-engine-venv.sh
-	$(VLLM_PY) bench/bench_prompt_load.py $(QUIET)
+	$(PY) bench/bench_clients.py $(QUIET) --json docs/img/clients.json
+	$(VLLM_PY) bench/bench_prompt_load.py --tiers s3kv,vllm-obj,s3kv-16 $(QUIET)
 	$(PY) bench/bench_prompt_load.py --redraw docs/img/prompt-load.json
 	$(VLLM_PY) bench/bench_lookup_latency.py --backend rgw --repeat 3 $(QUIET) \
 		--json docs/img/lookup-requests.json

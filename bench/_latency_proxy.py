@@ -38,6 +38,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -58,11 +59,14 @@ class LatencyProxy:
     """``with LatencyProxy(upstream, delay_seconds=0.1, rate_bytes_per_second=85e6) as p:``
 
     ``p.url`` is the proxy's endpoint; ``p.counts()`` the requests seen per method.
-    ``rate_bytes_per_second=None`` leaves the bytes uncapped.
+    ``rate_bytes_per_second=None`` leaves the bytes uncapped. ``tls=(cert, key)``: clients
+    speak TLS to the proxy (as to S3), which speaks plain HTTP to the server; its own TLS
+    work is in its process, not the client's.
     """
 
     def __init__(self, upstream: str, *, delay_seconds: float = 0.015,
-                 rate_bytes_per_second: float | None = None) -> None:
+                 rate_bytes_per_second: float | None = None,
+                 tls: tuple[str, str] | None = None) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http":
             raise ValueError(f"the latency proxy reads HTTP request heads: {upstream} is not "
@@ -82,14 +86,14 @@ class LatencyProxy:
         self._proc = ctx.Process(
             target=_serve,
             args=(parts.hostname or "127.0.0.1", parts.port or 80, delay_seconds,
-                  rate_bytes_per_second, self._counts, self._peak, port, ready),
+                  rate_bytes_per_second, self._counts, self._peak, port, ready, tls),
             daemon=True,
         )
         self._proc.start()
         if not ready.wait(60):
             self.close()
             raise RuntimeError("latency proxy did not start within 60 s")
-        self.url = f"http://127.0.0.1:{port.value}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port.value}"
 
     def counts(self) -> dict[str, int]:
         return dict(zip(METHODS, self._counts[:]))
@@ -144,6 +148,8 @@ class _Bucket:
 def _pump(src: socket.socket, dst: socket.socket, pipe: tuple[int, int],
           bucket: _Bucket | None, length: int | None = None) -> bool:
     """Move ``length`` bytes (None: until EOF) from src to dst; False at an early EOF."""
+    if isinstance(src, ssl.SSLSocket) or isinstance(dst, ssl.SSLSocket):
+        return _copy(src, dst, bucket, length)
     r, w = pipe
     left = length
     while left is None or left > 0:
@@ -163,6 +169,27 @@ def _pump(src: socket.socket, dst: socket.socket, pipe: tuple[int, int],
     return True
 
 
+def _copy(src: socket.socket, dst: socket.socket, bucket: _Bucket | None,
+          length: int | None) -> bool:
+    """:func:`_pump` through user space: a TLS side cannot be spliced."""
+    buf = bytearray(CHUNK_BYTES)
+    view = memoryview(buf)
+    left = length
+    while left is None or left > 0:
+        want = CHUNK_BYTES if left is None else min(CHUNK_BYTES, left)
+        if bucket is not None:
+            want = bucket.take(want)
+        n = src.recv_into(view[:want])
+        if n == 0:
+            return False
+        if bucket is not None:
+            bucket.refund(want - n)
+        dst.sendall(view[:n])
+        if left is not None:
+            left -= n
+    return True
+
+
 def _pipe() -> tuple[int, int]:
     r, w = os.pipe()
     with contextlib.suppress(OSError):  # capped by /proc/sys/fs/pipe-max-size
@@ -171,7 +198,11 @@ def _pipe() -> tuple[int, int]:
 
 
 def _serve(host: str, upstream_port: int, delay: float, rate: float | None, counts: Any,
-           peak: Any, port: Any, ready: Any) -> None:
+           peak: Any, port: Any, ready: Any, tls: tuple[str, str] | None = None) -> None:
+    context = None
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*tls)
     held = 0
     held_lock = threading.Lock()
 
@@ -240,6 +271,8 @@ def _serve(host: str, upstream_port: int, delay: float, rate: float | None, coun
 
     def connection(client: socket.socket) -> None:
         try:
+            if context is not None:
+                client = context.wrap_socket(client, server_side=True)
             up = socket.create_connection((host, upstream_port))
         except OSError:
             client.close()

@@ -4,7 +4,8 @@
   memstore OSD; ``rgw-https`` with its self-signed certificate's CA bundle.
 * ``aws-like``: the same RGW's HTTP endpoint behind bench/_latency_proxy.py, which adds a
   first-byte latency to every request and caps each connection's rate (both settable;
-  defaults from published S3 figures, see that module). The tiers talk to the proxy;
+  defaults from published S3 figures, see that module); ``aws-like-tls`` the same with
+  TLS between the client and the proxy, as to S3. The tiers talk to the proxy;
   bucket chores (create, empty) go straight to RGW, so the proxy's counts are the
   tiers' requests only.
 
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-NAMES = ("rgw-http", "rgw-https", "aws-like")
+NAMES = ("rgw-http", "rgw-https", "aws-like", "aws-like-tls")
 
 
 @dataclass
@@ -105,7 +106,8 @@ def links(names: list[str], *, memstore_bytes: int, first_byte_seconds: float,
         raise SystemExit(f"--links: unknown {', '.join(unknown)}; choose from {', '.join(NAMES)}")
     rgw = RGWServer(memstore_bytes=memstore_bytes,
                     extra_conf={"global": {"rgw_gc_obj_min_wait": "0"}}).start()
-    proxy, failed = None, True
+    proxies: list[Any] = []
+    failed = True
     try:
         assert rgw.http_endpoint and rgw.https_endpoint and rgw.ca_bundle
         keys = (rgw.access_key, rgw.secret_key)
@@ -118,17 +120,22 @@ def links(names: list[str], *, memstore_bytes: int, first_byte_seconds: float,
             out["rgw-https"] = Link("rgw-https", rgw.https_endpoint, *keys, rgw.ca_bundle,
                                     _admin(rgw.https_endpoint, *keys, rgw.ca_bundle),
                                     str(rgw.conf))
-        if "aws-like" in names:
+        shape = {"first_byte_ms": first_byte_seconds * 1000,
+                 "connection_mb_s": (connection_bytes_per_second or 0) / 1e6 or None}
+        for name in ("aws-like", "aws-like-tls"):
+            if name not in names:
+                continue
+            # aws-like-tls: clients speak TLS to the proxy (RGW's certificate), as to S3
+            tls = (rgw.ca_bundle, str(rgw._key_pem)) if name == "aws-like-tls" else None
             proxy = LatencyProxy(rgw.http_endpoint, delay_seconds=first_byte_seconds,
-                                 rate_bytes_per_second=connection_bytes_per_second)
-            out["aws-like"] = Link(
-                "aws-like", proxy.url, *keys, None, http_admin, str(rgw.conf), proxy,
-                {"first_byte_ms": first_byte_seconds * 1000,
-                 "connection_mb_s": (connection_bytes_per_second or 0) / 1e6 or None})
+                                 rate_bytes_per_second=connection_bytes_per_second, tls=tls)
+            proxies.append(proxy)
+            out[name] = Link(name, proxy.url, *keys, rgw.ca_bundle if tls else None,
+                             http_admin, str(rgw.conf), proxy, shape)
         yield out
         failed = False
     finally:
-        if proxy is not None:
+        for proxy in proxies:
             proxy.close()
         rgw.stop()
         if failed:

@@ -15,7 +15,9 @@ from _trust import MARK, notes
 
 MiB = 1 << 20
 TIERS = {"s3kv": "s3kv", "vllm-obj": "vLLM obj"}
-LINKS = ("rgw-http", "rgw-https", "aws-like")
+EQUAL = "s3kv-16"
+"""s3kv's tier capped at the obj tier's connections (one per I/O thread)."""
+LINKS = ("rgw-http", "rgw-https", "aws-like", "aws-like-tls")
 
 
 def seconds(v: float) -> str:
@@ -108,6 +110,52 @@ def cpu(doc: dict[str, Any]) -> str:
                  for w in ("store", "load") for t in TIERS]
         cells += [cell(by.get(c), "load_cpu_s_per_gib", two, spread=False) for c in crts]
         out.append(f"| {link} | {prompt:,} | {block(any_row)} | " + " | ".join(cells) + " |")
+    return "\n".join(out + _legend(doc))
+
+
+def equal_footing(doc: dict[str, Any]) -> str:
+    """Loads with s3kv's tier capped at the obj tier's requests in flight (one connection
+    per I/O thread), beside its defaults: which lead is the client's."""
+    out = ["| link | prompt | block | s3kv (defaults) s | s3kv at obj's connections s | "
+           "vLLM obj s | vLLM obj ÷ s3kv at equal connections |", "|---|--:|---|--:|--:|--:|--:|"]
+    for link, prompt, _, by in cases(doc["rows"]):
+        if EQUAL not in by:
+            continue
+        out.append(f"| {link} | {prompt:,} | {block(by[EQUAL])} | {cell(by.get('s3kv'), 'load_s')} "
+                   f"| {cell(by.get(EQUAL), 'load_s')} | {cell(by.get('vllm-obj'), 'load_s')} | "
+                   f"{ratio(by.get('vllm-obj'), by.get(EQUAL), 'load_s')} |")
+    return "\n".join(out + _legend(doc))
+
+
+def loop(doc: dict[str, Any]) -> str:
+    """The stand-in EngineCore loop (bench/_engine_loop.py) during each tier's load:
+    steps per second (median, min-max over the rounds) and step time p99; idle is the
+    same loop with no load beside it."""
+    out = ["| link | prompt | block | idle steps/s | during s3kv's load | during vLLM obj's "
+           "load | s3kv ÷ vLLM obj | p99 step ms: s3kv / vLLM obj |",
+           "|---|--:|---|--:|--:|--:|--:|--:|"]
+    for link, prompt, _, by in cases(doc["rows"]):
+        s3kv, obj = by.get("s3kv"), by.get("vllm-obj")
+        any_row = s3kv or obj
+        if any_row is None or "loop" not in any_row:
+            continue
+        idle = by.get("engine-idle")
+
+        def steps(r: dict[str, Any] | None) -> str:
+            if r is None or "loop" not in r:
+                return "-"
+            lp = r["loop"]
+            return (f"{lp['steps_per_s']:.0f} ({lp['steps_per_s_min']:.0f}-"
+                    f"{lp['steps_per_s_max']:.0f})"
+                    + (MARK if "loop_steps_per_s" in r.get("disagree", ()) else ""))
+
+        both = s3kv is not None and obj is not None and "loop" in s3kv and "loop" in obj
+        share = f"{s3kv['loop']['steps_per_s'] / obj['loop']['steps_per_s']:.2f}x" if (
+            both and obj["loop"]["steps_per_s"]) else "-"
+        p99 = (f"{s3kv['loop']['step_ms_p99']:.1f} / {obj['loop']['step_ms_p99']:.1f}"
+               if both else "-")
+        out.append(f"| {link} | {prompt:,} | {block(any_row)} | {steps(idle)} | {steps(s3kv)} "
+                   f"| {steps(obj)} | {share} | {p99} |")
     return "\n".join(out + _legend(doc))
 
 

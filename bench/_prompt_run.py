@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import _engine_loop as engine
 import numpy as np
 from _ceiling import CrtGets, memcpy, parse
 from _links import Link
@@ -51,6 +52,8 @@ class Unit:
         self.seconds: dict[str, list[float]] = {"store": [], "load": []}
         self.cpu: dict[str, list[float]] = {"store": [], "load": []}
         self.requests: dict[str, dict[str, int]] = {}
+        self.loop: list[engine.Steps] = []
+        """The stand-in EngineCore loop beside each load (bench/_engine_loop.py)."""
 
     def add(self, what: str, seconds: float, cpu_seconds: float, gib: float) -> None:
         self.seconds[what].append(seconds)
@@ -89,11 +92,14 @@ class Case:
         from tests.vllm import harness as h
 
         link = self.link
-        if kind == "s3kv":
+        if kind in ("s3kv", "s3kv-16"):
+            # s3kv-16: at most as many connections as the obj tier keeps (one per I/O
+            # thread): a lead there comes from the client, not from more connections
+            cap = {"max_connections": threads} if kind == "s3kv-16" else {}
             return h.s3_tier(self.view, spec, url=f"s3://{bucket}/bench",
                              endpoint_url=link.endpoint, concurrency=threads, max_attempts=8,
                              access_key_id=link.access_key, secret_access_key=link.secret_key,
-                             ca_bundle=link.ca_bundle)
+                             ca_bundle=link.ca_bundle, **cap)
         # Every link ends at RGW 16 (harness.obj_tier says why it needs rgw=True).
         return h.obj_tier(self.view, spec, endpoint=link.endpoint, bucket=bucket,
                           prefix="bench", access_key=link.access_key,
@@ -116,6 +122,8 @@ class Case:
     # -- rounds -------------------------------------------------------------------------
 
     def round(self, r: int) -> None:
+        idle = self.units.setdefault("engine-idle", Unit("engine-idle", "loop"))
+        idle.loop.append(engine.idle(0.5))  # the loop with no load beside it
         tiers = [u for u in self.units.values() if u.kind == "tier"]
         for unit in tiers if r % 2 == 0 else tiers[::-1]:
             self._tier_round(unit, r)
@@ -177,17 +185,26 @@ class Case:
 
     def _job(self, unit: Unit, submit: Callable[[Any], None], name: str,
              job: Any) -> tuple[float, float]:
+        """Submit a job and step the stand-in EngineCore loop until it returns: each step
+        does the loop's Python work, waits as for the model, then polls the tier, as
+        vLLM's scheduler does. The loop's own work is left out of the job's CPU."""
         tier, timer = unit.thing, unit.timer
         c0, t0 = time.process_time(), time.perf_counter()
         timer(name, submit, job)
-        while True:
-            done = list(timer("get_finished_jobs", tier.get_finished_jobs))
-            if done:
-                seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-                if [d.job_id for d in done] != [job.job_id] or not done[0].success:
-                    raise RuntimeError(f"{unit.name} on {self.link.name}: {name} returned {done}")
-                return seconds, cpu
-            time.sleep(0.0005)  # a step's worth of other scheduler work, shortened
+        finished: list[Any] = []
+
+        def poll() -> bool:
+            finished.extend(timer("get_finished_jobs", tier.get_finished_jobs))
+            return bool(finished)
+
+        steps = engine.run_until(poll)
+        seconds = time.perf_counter() - t0
+        cpu = time.process_time() - c0 - steps.work_cpu_seconds
+        if [d.job_id for d in finished] != [job.job_id] or not finished[0].success:
+            raise RuntimeError(f"{unit.name} on {self.link.name}: {name} returned {finished}")
+        if name == "submit_load":
+            unit.loop.append(steps)
+        return seconds, cpu
 
     # -- results ------------------------------------------------------------------------
 
@@ -202,7 +219,7 @@ class Case:
             }
             if isinstance(unit.thing, CrtGets):
                 row["settings"] = unit.thing.describe()
-            samples = {}
+            samples: dict[str, list[float]] = {}
             for what in ("store", "load"):
                 seconds, cpu = unit.seconds[what], unit.cpu[what]
                 if not seconds:
@@ -222,6 +239,16 @@ class Case:
                     for name in CALLS if (s := unit.timer.samples[name])}
             if unit.requests:
                 row["requests"] = unit.requests
+            if unit.loop:  # the stand-in EngineCore loop: during each load, or idle
+                per_s = [s.per_second for s in unit.loop]
+                all_steps = engine.Steps(sum(s.seconds for s in unit.loop),
+                                         [t for s in unit.loop for t in s.step_seconds])
+                row["loop"] = {**all_steps.summary(),
+                               "steps_per_s": round(statistics.median(per_s), 1),
+                               "steps_per_s_min": round(min(per_s), 1),
+                               "steps_per_s_max": round(max(per_s), 1),
+                               "steps_per_s_runs": [round(v, 1) for v in per_s]}
+                samples["loop_steps_per_s"] = per_s
             out.append(mark(row, samples))
         return out
 

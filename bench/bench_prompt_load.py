@@ -60,13 +60,14 @@ LLAMA_3_1_8B_KV_BYTES_PER_TOKEN = 128 * KiB
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--links", default="rgw-http,rgw-https,aws-like",
-                   help="rgw-http, rgw-https, aws-like (comma-separated)")
+    p.add_argument("--links", default="rgw-http,rgw-https,aws-like,aws-like-tls",
+                   help="rgw-http, rgw-https, aws-like, aws-like-tls (comma-separated)")
     p.add_argument("--prompts", default="3072,8192", help="prompt lengths in tokens")
     p.add_argument("--block-tokens", default="16,64,256", help="tokens per block (object)")
     p.add_argument("--kv-bytes-per-token", type=int, default=LLAMA_3_1_8B_KV_BYTES_PER_TOKEN,
                    help="KV bytes per token (default Llama-3.1-8B's, 131072)")
-    p.add_argument("--tiers", default="s3kv,vllm-obj")
+    p.add_argument("--tiers", default="s3kv,vllm-obj",
+                   help="s3kv, vllm-obj, s3kv-16 (s3kv at the obj tier's connections)")
     p.add_argument("--ceilings", default="crt,memcpy",
                    help="crt (s3kv's awscrt settings), crt:PART_MIB:CONNECTIONS, memcpy")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians)")
@@ -102,7 +103,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def tables(doc: dict[str, Any]) -> str:
     return "\n\n".join([report.loads(doc), report.stores(doc), report.cpu(doc),
-                        report.calls(doc)])
+                        report.loop(doc), report.equal_footing(doc), report.calls(doc)])
 
 
 def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:

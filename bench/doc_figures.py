@@ -49,7 +49,8 @@ def _prompt(view: str) -> Callable[[], Table]:
         if view.startswith("loads-"):  # one prompt length: loads-8192
             tokens = int(view.split("-", 1)[1])
             return lambda doc: r.loads(doc, prompts=[tokens])
-        return {"loads": r.loads, "stores": r.stores, "cpu": r.cpu, "calls": r.calls}[view]
+        return {"loads": r.loads, "stores": r.stores, "cpu": r.cpu, "calls": r.calls,
+                "loop": r.loop, "equal": r.equal_footing}[view]
     return get
 
 
@@ -64,9 +65,13 @@ TRANSFER = ".venv/bin/python bench/bench_rgw.py --json-dir docs/img"
 SOURCES: dict[str, Source] = {
     "prompt-load": Source(
         ".venv-vllm/bin/python bench/bench_prompt_load.py",
-        {v: _prompt(v) for v in ("loads", "loads-8192", "stores", "cpu", "calls")},
+        {v: _prompt(v) for v in ("loads", "loads-8192", "stores", "cpu", "calls", "loop",
+                                 "equal")},
         "Seconds to load one prompt's KV, per link and block size: s3kv's tier, vLLM's obj "
         "tier and bare awscrt GETs"),
+    "clients": Source(
+        ".venv/bin/python bench/bench_clients.py --json docs/img/clients.json",
+        {"table": _from("bench_clients", "table")}),
     "ttft": Source(
         ".venv-vllm-engine/bin/python bench/bench_ttft.py",
         {"table": _from("bench_ttft")},

@@ -41,6 +41,7 @@ ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "read_timeout_seconds": ("S3KV_READ_TIMEOUT",),
     "min_rate_bytes_per_second": ("S3KV_MIN_RATE",),
     "concurrency": ("S3KV_CONCURRENCY",),
+    "max_connections": ("S3KV_MAX_CONNECTIONS",),
     "verify_tls": ("S3KV_VERIFY_TLS",),
     "ca_bundle": ("S3KV_CA_BUNDLE", "AWS_CA_BUNDLE"),
     "multipart_threshold_bytes": ("S3KV_MULTIPART_THRESHOLD_BYTES",),
@@ -100,6 +101,10 @@ class S3Settings(BaseModel):
     like a stall)."""
     concurrency: int = Field(default=32, ge=1, le=1024)
     """Requests in flight at once; the connection pool is sized to match."""
+    max_connections: int | None = Field(default=None, ge=1, le=1024)
+    """At most this many connections for the whole client, whatever ``concurrency`` asks
+    (the vLLM tier sizes its pool for stores, loads and lookups together; this caps it,
+    e.g. to a store's per-client connection limit). None: no cap."""
     verify_tls: bool = True
     ca_bundle: Path | None = None
     multipart_threshold_bytes: int = Field(default=64 * MiB, ge=5 * MiB)

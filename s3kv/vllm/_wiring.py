@@ -60,9 +60,11 @@ def open_tier_io(
     # One client for stores, loads, lookups and renewals; its pool holds all their requests.
     # A store job keeps up to 2c blocks in flight (on a link with first-byte latency, a
     # prompt's many small blocks are stored that much sooner); a load job of large blocks
-    # fills the pool with ranged parts (Store.plan_loads), loads from 1 MiB up on
-    # connections of their own (s3kv.stores.direct).
-    pool = settings.model_copy(update={"concurrency": 2 * c + lookup_threads})
+    # fills the pool with ranged parts (Store.plan_loads). ``max_connections`` caps it.
+    connections = 2 * c + lookup_threads
+    if settings.max_connections is not None:
+        connections = min(connections, settings.max_connections)
+    pool = settings.model_copy(update={"concurrency": connections})
     store = open_store(location, pool)
     metered = MeteredStore(store, meter)
     presence = PresenceCache()

@@ -140,7 +140,8 @@ def test_a_trickling_body_ends_within_the_bound(
                        min_rate_bytes_per_second=rate, backoff_max_seconds=0.01)
     took = time.monotonic() - started
     bound = (CONNECT + READ + size / rate) * attempts
-    assert len(report.failed) == 2 and not out.any()
+    assert len(report.failed) == 2, report
+    assert not out.any()  # nothing of a trickle is left in a row
     (why, _) = report.failed.values()
     assert "no answer" in why or "within" in why, why
     assert took <= bound * 1.1 + 0.5, (took, bound)  # + set-up: manifest, pool
