@@ -215,7 +215,7 @@ class Case:
                 "link": self.link.name, "prompt_tokens": self.prompt_tokens,
                 "block_tokens": self.block_tokens, "block_bytes": self.row_bytes,
                 "blocks": self.n, "who": unit.name, "kind": unit.kind,
-                "rounds": len(unit.seconds["load"]),
+                "rounds": len(unit.seconds["load"]) or len(unit.loop),
             }
             if isinstance(unit.thing, CrtGets):
                 row["settings"] = unit.thing.describe()

@@ -55,6 +55,8 @@ by name (None: forward as is):
     answer a PUT 200 with an ETag without forwarding it or echoing its checksum (a
     middlebox faking answers).
 
+``rename_host`` forwards with the upstream's own ``Host`` (moto's server takes an unknown
+host name for a bucket; a store that checks signatures must get the client's).
 ``echo`` makes every forwarded PUT's answer echo its ``x-amz-checksum-crc32c``, as AWS
 and MinIO do (moto and Ceph RGW 16 echo none).
 
@@ -161,6 +163,7 @@ class FaultProxy:
         delay: float = 0.0,
         tls: ssl.SSLContext | None = None,
         echo: bool = False,
+        rename_host: bool = False,
     ) -> None:
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
@@ -172,6 +175,7 @@ class FaultProxy:
         self.delay = delay
         self.tls = tls
         self.echo = echo
+        self.rename_host = rename_host
         self.requests: list[Request] = []
         self.stray: list[Request] = []
         self.counts: dict[tuple[str, str], int] = {}
@@ -418,12 +422,13 @@ class FaultProxy:
             pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "max-keys"]
             query = urlencode([*pairs, ("max-keys", str(self.max_keys))])
         target = request.path + (f"?{query}" if query else "")
-        skip = {"connection", "content-length", "transfer-encoding", "keep-alive", "host"}
+        skip = {"connection", "content-length", "transfer-encoding", "keep-alive"}
         if drop_inm:
             skip.add("if-none-match")
-        # moto's server reads a bucket from a Host it does not know: name it plainly
-        lines = [f"{request.method} {target} HTTP/1.1",
-                 f"Host: {self.upstream[0]}:{self.upstream[1]}"]
+        lines = [f"{request.method} {target} HTTP/1.1"]
+        if self.rename_host:  # moto's server reads a bucket from a Host it does not know
+            skip.add("host")
+            lines.append(f"Host: {self.upstream[0]}:{self.upstream[1]}")
         lines += [f"{k}: {v}" for k, v in request.headers if k.lower() not in skip]
         lines += [f"Content-Length: {len(request.body)}", "Connection: close", "", ""]
         with socket.create_connection(self.upstream) as up:

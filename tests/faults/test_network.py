@@ -43,7 +43,7 @@ def tls_store(moto_server: str, cert: tuple[Path, Path]) -> Iterator[FaultProxy]
     """moto's server behind TLS (a certificate for ``NAME``)."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(*cert)
-    p = FaultProxy(moto_server, tls=context)
+    p = FaultProxy(moto_server, tls=context, rename_host=True)
     yield p
     p.close()
 

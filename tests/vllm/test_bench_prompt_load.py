@@ -1,6 +1,7 @@
 """bench/bench_prompt_load.py, the instrument the load figures come from, end to end at a
-tiny size on the AWS-like link: both tiers, the ceilings, every round's load checked, and
-the proxy's counts show each tier's stores and loads went through it."""
+tiny size on the AWS-like links (plain and TLS): both tiers and s3kv's at the obj tier's
+connections, the ceilings, the stand-in EngineCore loop beside every load, every round's
+load checked, and the proxy's counts show each tier's stores and loads went through it."""
 
 from __future__ import annotations
 
@@ -24,23 +25,32 @@ def test_the_prompt_benchmark_measures_both_tiers_and_the_ceilings_through_the_p
 
     out = tmp_path / "prompt-load.json"
     assert bench_prompt_load.main([
-        "--links", "aws-like", "--prompts", "32", "--block-tokens", "16",
+        "--links", "aws-like,aws-like-tls", "--tiers", "s3kv,vllm-obj,s3kv-16",
+        "--prompts", "32", "--block-tokens", "16",
         "--kv-bytes-per-token", "4096", "--rounds", "2", "--warmup", "0",
         "--first-byte-ms", "5", "--connection-mb-s", "50", "--no-freeze", "--force-loaded",
         "--json", str(out), "--chart", str(tmp_path / "prompt-load.png")]) == 0
     doc = json.loads(out.read_text())
     rows = {(r["link"], r["who"]): r for r in doc["rows"]}
-    assert set(rows) == {("aws-like", who) for who in ("s3kv", "vllm-obj", CRT, "memcpy")}
+    whos = ("s3kv", "vllm-obj", "s3kv-16", CRT, "memcpy", "engine-idle")
+    assert set(rows) == {(link, who) for link in ("aws-like", "aws-like-tls") for who in whos}
     assert {r["rounds"] for r in doc["rows"]} == {2}
-    for tier in ("s3kv", "vllm-obj"):
-        r = rows[("aws-like", tier)]
-        assert r["blocks"] == 2 and r["block_bytes"] == 64 * 1024
-        assert len(r["load_s_runs"]) == len(r["store_s_runs"]) == 2
-        assert {"lookup", "submit_store", "submit_load", "get_finished_jobs"} <= set(r["calls_us"])
-    assert rows[("aws-like", CRT)]["settings"]["connections"] == 16
-    for who in ("s3kv", "vllm-obj"):
-        seen = rows[("aws-like", who)]["requests"]
-        assert seen["store"]["PUT"] >= 2 and seen["load"]["GET"] >= 2
-    assert rows[("aws-like", CRT)]["requests"]["load"]["GET"] >= 2
-    assert doc["meta"]["links"]["aws-like"] == {"first_byte_ms": 5.0, "connection_mb_s": 50.0}
+    for link in ("aws-like", "aws-like-tls"):
+        for tier in ("s3kv", "vllm-obj", "s3kv-16"):
+            r = rows[(link, tier)]
+            assert r["blocks"] == 2 and r["block_bytes"] == 64 * 1024
+            assert len(r["load_s_runs"]) == len(r["store_s_runs"]) == 2
+            assert {"lookup", "submit_store", "submit_load", "get_finished_jobs"} <= set(
+                r["calls_us"])
+            assert r["loop"]["steps_per_s"] > 0 and len(r["loop"]["steps_per_s_runs"]) == 2
+            seen = r["requests"]
+            assert seen["store"]["PUT"] >= 2 and seen["load"]["GET"] >= 2
+        assert rows[(link, "engine-idle")]["loop"]["steps_per_s"] > 0
+        assert rows[(link, CRT)]["settings"]["connections"] == 16
+        assert rows[(link, CRT)]["requests"]["load"]["GET"] >= 2
+        assert doc["meta"]["links"][link] == {"first_byte_ms": 5.0, "connection_mb_s": 50.0}
+    import _prompt_report as report
+
+    assert "s3kv at obj's connections" in report.equal_footing(doc)
+    assert "idle steps/s" in report.loop(doc)
     assert doc["loaded"] is True or doc["trust"]["load_average_1m"] <= 1
