@@ -10,6 +10,7 @@ CRC32C is computed over the row; a PUT computes the row's CRC32C and sends it as
 ``x-amz-checksum-crc32c`` where the client lets it (obstore sends none: it has no
 per-request headers). ``s3kv`` is whatever ``import s3kv`` finds first on the path: the
 runner points it at this checkout, or at an earlier one (its own HTTP client).
+``S3KV_BENCH_NO_LOOP=1`` leaves the loop out: the client alone.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import base64
 import ctypes
 import json
+import os
 import resource
 import sys
 import threading
@@ -220,7 +222,11 @@ def main() -> int:
 
     thread = threading.Thread(target=work)
     thread.start()
-    steps = engine.run_until(lambda: not thread.is_alive())
+    if os.environ.get("S3KV_BENCH_NO_LOOP"):  # the client alone, for comparison
+        thread.join()
+        steps = engine.Steps(time.perf_counter() - t0)
+    else:
+        steps = engine.run_until(lambda: not thread.is_alive())
     seconds = time.perf_counter() - t0
     usage1 = resource.getrusage(resource.RUSAGE_SELF)
     if box:

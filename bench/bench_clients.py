@@ -152,7 +152,7 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
         row: dict[str, Any] = {"link": name, "op": op, "block_bytes": size, "client": client,
                                "blocks": blocks_of(size), "rounds": len(runs)}
         for metric in ("mib_s", "cpu_s_per_gib", "steps_per_s", "step_ms_p99"):
-            values = [g[metric] for g in runs]
+            values = [g.get(metric, 0.0) for g in runs]
             row[metric] = statistics.median(values)
             row[f"{metric}_min"], row[f"{metric}_max"] = min(values), max(values)
         rows.append(_trust.mark(row, {m: [g[m] for g in runs]
