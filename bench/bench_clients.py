@@ -78,6 +78,15 @@ def previous_checkout(revision: str, into: Path) -> Path:
     return into
 
 
+def _drop_puts(link: Any, bucket: str) -> None:
+    """Delete what the round's PUTs wrote (under ``put/``)."""
+    pages = link.admin.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="put/")
+    for page in pages:
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            link.admin.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+
 def measure(spec: dict[str, Any], pythonpath: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": pythonpath, "AWS_EC2_METADATA_DISABLED": "true"}
     proc = subprocess.run([sys.executable, str(HERE / "_client_worker.py"), json.dumps(spec)],
@@ -137,10 +146,9 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
                                           f"{got['cpu_s_per_gib']:.2f} s/GiB, "
                                           f"loop {got['steps_per_s']:.0f}/s", file=sys.stderr,
                                           flush=True)
-                            link.empty(bucket)
-                            for key in keys:  # the GET set again for the next round
-                                link.admin.put_object(Bucket=bucket, Key=key,
-                                                      Body=data.tobytes())
+                            _drop_puts(link, bucket)  # the GET set stays for the next round
+                            if size > 4 * MiB:  # RGW keeps larger objects' tails: free them
+                                link.collect_garbage()
                         link.empty(bucket)
                         link.collect_garbage()
         finally:
