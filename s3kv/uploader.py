@@ -62,6 +62,7 @@ class Uploader(Transfer):
     """
 
     _manifest_ready = False
+    _manifest_data: bytes | None = None
     _manifest_seen_at = 0.0
     manifest_recheck_seconds = MANIFEST_RECHECK_SECONDS
 
@@ -98,8 +99,9 @@ class Uploader(Transfer):
         theirs = self.read_manifest()
         created = False
         key = self.keys.config_key()
-        record = Provenance.now(vllm_version=self.vllm_version)
-        data = with_provenance(self.namespace.fields, record)
+        # A manifest that vanished is written again as it was (its record included).
+        data = self._manifest_data or with_provenance(
+            self.namespace.fields, Provenance.now(vllm_version=self.vllm_version))
         if theirs is None:
             created = put_create_only(self.store, key, data, MANIFEST_OPTIONS, self.settings)
             if not created:
@@ -113,6 +115,7 @@ class Uploader(Transfer):
             )
         stored = data if created else read_capped(self.store, key, self.settings)
         prove_create_only(self.store, key, stored, self.settings)
+        self._manifest_data = stored
         self._manifest_ready = True
         self._manifest_seen_at = time.monotonic()
         return created

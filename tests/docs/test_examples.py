@@ -33,7 +33,9 @@ EXAMPLES = all_examples()
 RUN = [e for e in EXAMPLES if not e.excluded]
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: xdist may interleave other modules' tests on this worker, and a module
+# fixture would then be built again (twice 200 s in CI).
+@pytest.fixture(scope="session")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     if shutil.which("unshare") is None:
         pytest.fail("the doc examples run under unshare (util-linux): install it")

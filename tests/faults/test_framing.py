@@ -144,7 +144,9 @@ def test_a_trickling_body_ends_within_the_bound(
     assert not out.any()  # nothing of a trickle is left in a row
     (why, _) = report.failed.values()
     assert "no answer" in why or "within" in why, why
-    assert took <= bound * 1.1 + 0.5, (took, bound)  # + set-up: manifest, pool
+    # + set-up (manifest, pool: up to a second on a loaded 2-core box); the trickle
+    # itself would last an hour
+    assert took <= bound * 1.1 + 1.5, (took, bound)
 
 
 def test_a_middlebox_faking_put_answers_gets_no_block_counted_stored(

@@ -37,7 +37,7 @@ def per_attempt(data_path: str) -> float:
     return CONNECT + READ if data_path == "crt" else READ
 
 
-SLACK = 0.25  # thread hand-offs on a loaded 2-core box, beyond the 10%
+SLACK = 0.75  # thread hand-offs on a loaded 2-core box (CI runs two workers), beyond the 10%
 
 
 def bound(data_path: str, attempts: int, deadline: float) -> float:
