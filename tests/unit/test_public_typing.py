@@ -100,3 +100,12 @@ def test_a_report_prints_its_summary_and_its_repr_stays_short() -> None:
     text = repr(report)
     assert len(text) < 600 and "done=4990" in text and "failed=10" in text
     assert "(+7 more)" in text and keys[0].hex() not in text
+
+
+def test_the_worker_group_reaches_xdist(request: pytest.FixtureRequest) -> None:
+    """``--dist loadgroup`` keeps each ``xdist_group`` on one worker only while xdist can
+    tag its tests (the pin on pytest in pyproject.toml): else two Ceph servers, two mypy
+    caches and two doc-example sandboxes run at once, and nothing else says so."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not under pytest-xdist --dist loadgroup")
+    assert request.node.nodeid.endswith("@mypy"), request.node.nodeid
