@@ -193,11 +193,14 @@ def table(doc: dict[str, Any]) -> str:
             if r is None:
                 line.append("-")
                 continue
-            mark = _trust.flag(r)
+            def mark(metric: str, row: dict[str, Any] = r) -> str:
+                return _trust.MARK if metric in row.get("disagree", ()) else ""
+
             share = f", {r['mib_s'] / base['mib_s']:.2f}x" if base and client != "s3kv" else ""
             line.append(f"{r['mib_s']:.0f} MiB/s ({r['mib_s_min']:.0f}-{r['mib_s_max']:.0f})"
-                        f"{share}{mark}<br>{r['cpu_s_per_gib']:.2f} s/GiB, loop "
-                        f"{r['steps_per_s']:.0f}/s")
+                        f"{mark('mib_s')}{share}<br>{r['cpu_s_per_gib']:.2f} s/GiB"
+                        f"{mark('cpu_s_per_gib')}, loop {r['steps_per_s']:.0f}/s"
+                        f"{mark('steps_per_s')}")
         kib = size >> 10
         label = f"{kib} KiB" if kib < 1024 else f"{kib >> 10} MiB"
         out.append(f"| {link} | {op} | {label} | " + " | ".join(line) + " |")
@@ -206,7 +209,12 @@ def table(doc: dict[str, Any]) -> str:
     if failed:
         out.append("")
         out.append("Could not run (see the JSON's meta.errors): " + "; ".join(failed) + ".")
-    return "\n".join(out + _trust.notes(doc, rows))
+    legend = []
+    if any(r.get("disagree") for r in rows):
+        limit = doc.get("trust", {}).get("spread_limit", _trust.SPREAD_LIMIT)
+        legend = [f"{_trust.MARK} after a figure: its rounds disagree by more than "
+                  f"{limit:.0%} (max/min - 1)."]
+    return "\n".join(out + _trust.notes(doc) + legend)
 
 
 def main(argv: list[str] | None = None) -> int:
