@@ -35,7 +35,7 @@ test:
 
 ## The loop between edits: lint, types and every test that needs no server or venv.
 check: lint
-	$(PY) -m pytest tests --ignore=tests/vllm --ignore=tests/e2e -q -n 2 \
+	$(PY) -m pytest tests --ignore=tests/vllm --ignore=tests/e2e -q -n 2 --dist loadgroup \
 		-m "not server and not venv and not after_functional" --durations=5
 
 lint: $(STAMP)

@@ -116,7 +116,11 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     settings: dict[str, Any] = {}
     proxy_cpu: dict[str, float] = {}
-    with links(args.links, memstore_bytes=2 * biggest + GiB,
+    # One prompt per tier may be stored before a round deletes them, and RGW collects
+    # deleted tails later, not always before the next round: 2 x the biggest prompt filled
+    # the in-memory OSD at 8,192 tokens, and 4 x at 3,072 by the fourth link.
+    memstore = max((len(args.tiers) + 1) * biggest + GiB, 8 * GiB)
+    with links(args.links, memstore_bytes=memstore,
                first_byte_seconds=args.first_byte_ms / 1000,
                connection_bytes_per_second=args.connection_mb_s * 1e6 or None) as found:
         for name in args.links:

@@ -65,8 +65,8 @@ TRANSFER = ".venv/bin/python bench/bench_rgw.py --json-dir docs/img"
 SOURCES: dict[str, Source] = {
     "prompt-load": Source(
         ".venv-vllm/bin/python bench/bench_prompt_load.py",
-        {v: _prompt(v) for v in ("loads", "loads-8192", "stores", "cpu", "calls", "loop",
-                                 "equal")},
+        {v: _prompt(v) for v in ("loads", "loads-3072", "loads-8192", "stores", "cpu",
+                                 "calls", "loop", "equal")},
         "Seconds to load one prompt's KV, per link and block size: s3kv's tier, vLLM's obj "
         "tier and bare awscrt GETs"),
     "clients": Source(
