@@ -219,6 +219,8 @@ def test_stalled_cli_push_and_pull_end_in_bounded_time(
         report = json.loads(out)
         assert code == 1 and report["failed"] == 1, (argv, out, err)
         assert report["seconds"] <= limit, (argv, report["seconds"], limit)
-        assert took <= limit + 2.0  # + building the clients
+        # + the command's start-up and clients: seconds on CI's loaded 2 cores (7 s seen
+        # beside the doc examples' sandbox); a stalled request would hold it 30 s more
+        assert took <= limit + 8.0
         assert len(p.seen(method, blocks=True)) == 2  # both attempts reached the store
     assert not list((tmp_path / "dst").rglob("*.bin"))  # nothing half-written
