@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import random
 import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from s3kv.retry import JITTER
 
 PAUSE_FIRST_SECONDS = 1.0
 PAUSE_MAX_SECONDS = 60.0
@@ -103,7 +104,7 @@ class RenewalQueue:
                 return None
             chain = next(self._chains)
             for key, payload in fresh:
-                ready = now + random.uniform(0, self.spread)
+                ready = now + JITTER.uniform(0, self.spread)
                 self._pending.add(key)
                 task = Task(key, chain, payload, ready_at=ready)
                 heapq.heappush(self._heap, (ready, next(self._seq), task))
@@ -124,7 +125,7 @@ class RenewalQueue:
         Returns the pause in seconds."""
         with self._lock:
             self._backoff = min(PAUSE_MAX_SECONDS, max(PAUSE_FIRST_SECONDS, 2 * self._backoff))
-            wait = max(self._backoff * random.uniform(0.75, 1.0), retry_after or 0.0)
+            wait = max(self._backoff * JITTER.uniform(0.75, 1.0), retry_after or 0.0)
             self._pause_until = max(self._pause_until, time.monotonic() + wait)
             self.pauses += 1
             return wait

@@ -21,11 +21,15 @@ from s3kv.settings import S3Settings
 
 T = TypeVar("T")
 
+# Jitter from a generator of our own: a library's background threads must not move the
+# global ``random`` state that an application (or its test framework) seeds and replays.
+JITTER = random.Random()
+
 
 def backoff_delay(settings: S3Settings, attempt: int) -> float:
     """Seconds to wait before retry number ``attempt`` (1-based): full jitter, capped."""
     cap = min(settings.backoff_max_seconds, settings.backoff_base_seconds * 2**attempt)
-    return random.uniform(0, cap)
+    return JITTER.uniform(0, cap)
 
 
 def retry_delay(settings: S3Settings, attempt: int, error: BaseException | None) -> float:
