@@ -104,15 +104,20 @@ class CrtS3Store(S3Store):
 
     # -- one request --------------------------------------------------------------------
 
-    def _retire_connections(self) -> None:
+    def _retire_connections(self, carrier: object = None) -> None:
         """An answer that was another request's came on a kept-alive connection (a stale
         answer, a desynchronised proxy). awscrt hands a part's answer over only once it
         is in whole, so that connection looks healthy to it and would carry the leftover
         answer to the next request: new requests go to a new client (new connections),
-        and the old one closes its connections once its requests in flight ended."""
+        and the old one closes its connections once its requests in flight ended.
+        ``carrier`` is the client that carried the request: once replaced, it is not
+        replaced again (its other requests' findings), while a desync on the new client
+        retires that one too."""
         with self._crt_lock:
             now = time.monotonic()
-            if now - self._renewed < 0.5:  # one renewal retires them all
+            if carrier is not None and carrier is not self._crt:
+                return  # retired already
+            if carrier is None and now - self._renewed < 0.5:  # one renewal retires them all
                 return
             self._renewed = now
             self._crt = _client(self.target, self.settings, self.network.ca_bundle,
@@ -143,8 +148,9 @@ class CrtS3Store(S3Store):
             _Body(body, call) if body is not None else None,
         )
         self._calls.watch(call)
+        call.client = crt = self._crt
         try:
-            meta = self._crt.make_request(
+            meta = crt.make_request(
                 type=kind,
                 request=request,
                 operation_name=operation if kind == s3.S3RequestType.DEFAULT else None,
@@ -257,9 +263,25 @@ class CrtS3Store(S3Store):
         call = Call(attempt_seconds(self.settings, nbytes),
                     allowance=nbytes / self.settings.min_rate_bytes_per_second)
 
+        checked: list[StoreError | None] = []
+
+        def check() -> None:
+            # At the headers, before the connection carries another request: a copy of
+            # this answer replayed to that request must find its ETag remembered.
+            try:
+                self.echoes.check_stored(
+                    where, self.network.endpoint, etag=answer.etag, options=options,
+                    echoed=answer.echoed, carrier=call.client, body=data,
+                )
+            except StoreError as refused:
+                checked.append(refused)
+            else:
+                checked.append(None)
+
         def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
             if status_code < 300:
                 answer.read(headers)
+                check()
 
         def report(exc: BaseException | None) -> None:
             if exc is not None or call.reason:
@@ -269,13 +291,10 @@ class CrtS3Store(S3Store):
                 else:
                     done(None, err)
                 return
-            try:
-                self.echoes.check_stored(
-                    where, self.network.endpoint, etag=answer.etag, options=options,
-                    echoed=answer.echoed,
-                )
-            except StoreError as refused:
-                done(None, refused)
+            if not checked:  # answered without headers reaching us: check what we have
+                check()
+            if checked[-1] is not None:
+                done(None, checked[-1])
                 return
             done(True, None)
 
@@ -334,7 +353,7 @@ class CrtS3Store(S3Store):
             try:
                 check_found("GET", where, self.network.endpoint, answer.etag, answer.content_type)
                 self.echoes.check_token("GET", where, self.network.endpoint, token,
-                                        answer.cache_control)
+                                        answer.cache_control, call.client)
                 if max_bytes is not None and answer.size > max_bytes:
                     raise oversized(where, answer.size, max_bytes)
             except S3KVError as problem:  # read no further

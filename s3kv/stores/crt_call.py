@@ -93,6 +93,7 @@ class Call:
 
     __slots__ = (
         "_report",
+        "client",
         "deadline",
         "gate",
         "last",
@@ -110,6 +111,7 @@ class Call:
         self.last = now + allowance
         self.deadline = now + seconds
         self.meta: Any = None
+        self.client: Any = None  # the awscrt client (its connections) that carried it
         self.reason = ""  # why it was stopped: "stalled", "cancelled" or "refused"
         self.problem: BaseException | None = None  # what a refused answer was
         self._report: Callable[[BaseException | None], None] | None = None

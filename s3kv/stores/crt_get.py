@@ -114,14 +114,16 @@ class BlockGet:
             answer.read(headers)
             try:
                 check_found("GET", where, endpoint, answer.etag, answer.content_type)
-                store.echoes.check_token("GET", where, endpoint, token, answer.cache_control)
+                store.echoes.check_token(
+                    "GET", where, endpoint, token, answer.cache_control, call.client
+                )
                 if answer.size != expected:
                     raise size_mismatch(where, answer.size, expected)
                 if answer.length != length:
                     raise store.echoes.foreign(TransientStoreError(
                         f"GET {where}: an answer of {answer.length} bytes to a range of "
                         f"{length}: not this request's; retried"
-                    ))
+                    ), call.client)
             except S3KVError as problem:  # read no further
                 call.stop("refused", problem)
 

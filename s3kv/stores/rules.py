@@ -22,6 +22,7 @@ and no other module maps an S3 error code:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import re
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote
 
+from s3kv import integrity
 from s3kv.errors import (
     AccessDeniedError,
     BucketNotFoundError,
@@ -45,7 +47,7 @@ from s3kv.errors import (
     UnsupportedByStoreError,
     WrongRegionError,
 )
-from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY
+from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY, Buffer
 from s3kv.settings import S3Settings, display_url
 from s3kv.stores.base import PutOptions
 
@@ -185,6 +187,14 @@ def error_for(
         kind = WrongRegionError  # S3 names the bucket's region on any of these
     if kind is None and status >= 500:
         kind = TransientStoreError
+    if operation == "PUT" and status == 404 and not code:
+        # S3 answers a write 404 only with a body (NoSuchBucket, or NoSuchKey to If-Match):
+        # a bare 404 is another request's answer (a HEAD's, left on the connection).
+        return TransientStoreError(
+            f"{operation} {where}: HTTP 404 without an error code: not an S3 answer to a "
+            "write (a stale answer on the connection; or not an S3 endpoint: check "
+            "--endpoint-url); retried"
+        )
     if kind in (AccessDeniedError, None) and status in (400, 403):
         skew = _skew(heads, fields)
         if skew is not None and abs(skew) > SKEW_LIMIT_SECONDS:
@@ -398,20 +408,27 @@ class Echoes:
     the HTTP client) and the ETag memory vouch for them.
     """
 
-    __slots__ = ("_etags", "_lock", "checksum", "on_foreign", "token")
+    __slots__ = ("_etags", "_lock", "_md5_misses", "checksum", "md5", "on_foreign", "token")
 
-    def __init__(self, on_foreign: Callable[[], None] | None = None) -> None:
+    def __init__(self, on_foreign: Callable[[object], None] | None = None) -> None:
         self.checksum = False
         self.token = False
+        self.md5: bool | None = None
+        """The store's ETags are its bodies' MD5 (S3, Ceph RGW, MinIO and moto without
+        KMS encryption); None until an answer showed it, False once it seems not so."""
+        self._md5_misses = 0
         self.on_foreign = on_foreign
-        """Called when an answer was another request's: the client retires connections."""
+        """Called when an answer was another request's: the client retires connections.
+        Its argument is what carried the request (the ``carrier`` the check was given),
+        so a client retires that one and not a fresh one that replaced it."""
         self._etags: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
 
-    def foreign(self, error: TransientStoreError) -> TransientStoreError:
-        """``error``, after the client was told to retire its kept-alive connections."""
+    def foreign(self, error: TransientStoreError, carrier: object = None) -> TransientStoreError:
+        """``error``, after the client was told to retire its kept-alive connections (those
+        of ``carrier``, what carried the request, when the client knows it)."""
         if self.on_foreign is not None:
-            self.on_foreign()
+            self.on_foreign(carrier)
         return error
 
     def check_stored(
@@ -422,12 +439,23 @@ class Echoes:
         etag: str | None,
         options: PutOptions,
         echoed: str | None,
+        carrier: object = None,
+        body: Buffer | None = None,
     ) -> None:
         """A PUT's answer must say the object was written: an ETag, and the checksum
-        sent where the store echoes one (Ceph RGW 16 and moto echo none)."""
+        sent where the store echoes one (Ceph RGW 16 and moto echo none).
+
+        Call it as soon as the answer's headers are in, before the connection can carry
+        another request: the ETag is remembered here, and a replayed copy of this answer
+        on the next request must find it. A write without a checksum (a manifest, a
+        lease) is known by its ``body``'s CRC32C: a replay of its answer is refused too."""
         if not etag:
             raise not_s3("PUT", where, endpoint, "200 without an ETag")
+        if body is not None and not self.checksum and self.md5 is not False:
+            self._check_md5(where, endpoint, etag, body, carrier)
         ours = options.checksum
+        if ours is None and body is not None and len(memoryview(body)) <= _UNCHECKED_MAX:
+            ours = integrity.compute("crc32c", body)
         if ours is None:
             return
         with self._lock:
@@ -437,8 +465,10 @@ class Echoes:
                 f"PUT {where}: {display_url(endpoint)} answered with the ETag of another "
                 "write (a stale answer on the connection, or a proxy replaying answers); "
                 "retried"
-            ))
-        if echoed:
+            ), carrier)
+        if options.checksum is None:
+            pass  # nothing was sent to echo
+        elif echoed:
             self.checksum = True
             if echoed != ours.value:
                 # S3 refuses a body whose checksum is not the one sent (BadDigest), so
@@ -448,20 +478,42 @@ class Echoes:
                     f"PUT {where}: the answer names {ours.algorithm} {echoed}, not the "
                     f"{ours.value} sent: not the store's answer to this write (a stale "
                     "answer, or a proxy that answers for the store); retried"
-                ))
+                ), carrier)
         elif self.checksum:
             raise self.foreign(TransientStoreError(
                 f"PUT {where}: {display_url(endpoint)} answered without the checksum it "
                 "echoes to every write: not the answer to this write (a stale answer, or a "
                 "proxy that answers for the store); retried"
-            ))
+            ), carrier)
         with self._lock:
             self._etags[etag] = ours.value
             if len(self._etags) > _ETAGS_KEPT:
                 self._etags.popitem(last=False)
 
+    def _check_md5(
+        self, where: str, endpoint: str, etag: str, body: Buffer, carrier: object
+    ) -> None:
+        """On a store that echoes no checksum, a PUT's answer says nothing of the request
+        but its ETag, the MD5 of the bytes stored: once the store's ETags have shown to be
+        that, an ETag of other bytes is another write's answer, even one its own request
+        never saw (left over on a desynchronised connection). hashlib lets go of the GIL."""
+        ours = hashlib.md5(body, usedforsecurity=False).hexdigest()
+        if etag.strip('"').lower() == ours:
+            self.md5 = True
+            return
+        if self.md5:
+            raise self.foreign(TransientStoreError(
+                f"PUT {where}: {display_url(endpoint)} answered with the ETag of other bytes "
+                "(its ETags are the MD5 of what it stored): not the answer to this write (a "
+                "stale answer on the connection, or a proxy replaying answers); retried"
+            ), carrier)
+        with self._lock:
+            self._md5_misses += 1
+            if self._md5_misses >= _MD5_TRIES:
+                self.md5 = False  # KMS-encrypted, or another scheme: the ETag tells nothing
+
     def check_token(self, operation: str, where: str, endpoint: str, token: str,
-                    cache_control: str | None) -> None:
+                    cache_control: str | None, carrier: object = None) -> None:
         """A GET's answer must carry the token its request sent, once the store echoes."""
         if cache_control == token:
             self.token = True
@@ -470,8 +522,14 @@ class Echoes:
                 f"{operation} {where}: the answer belongs to another request (its token is "
                 f"{cache_control or 'missing'}): a stale answer on the connection, or a "
                 "proxy that answers for the store; retried on a fresh connection"
-            ))
+            ), carrier)
 
+
+_MD5_TRIES = 8
+"""Answers whose ETag is not their body's MD5 before s3kv stops comparing them."""
+
+_UNCHECKED_MAX = 1024 * 1024
+"""The largest write without a checksum whose CRC32C is taken to know its answer by."""
 
 _ETAGS_KEPT = 4096
 """PUT answers' ETags remembered per store, to tell a replayed answer."""

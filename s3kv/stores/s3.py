@@ -150,7 +150,7 @@ class S3Store(TagsAndVersions, Store):
     def _where(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
-    def _retire_connections(self) -> None:
+    def _retire_connections(self, carrier: object = None) -> None:
         """An answer that was another request's came on a kept-alive connection: close
         the idle ones (the culprit among them), so no later request reads its leftover."""
         session = getattr(getattr(self.client, "_endpoint", None), "http_session", None)
@@ -320,7 +320,8 @@ class S3Store(TagsAndVersions, Store):
             return False
         echoed = resp.get(options.checksum.s3_parameter) if options.checksum else None
         self.echoes.check_stored(
-            where, self.network.endpoint, etag=resp.get("ETag"), options=options, echoed=echoed
+            where, self.network.endpoint, etag=resp.get("ETag"), options=options, echoed=echoed,
+            body=data,
         )
         return True
 

@@ -40,7 +40,8 @@ by name (None: forward as is):
 
 ``stale``
     the desynchronised connection: first the answer this connection carried last (a
-    well-formed answer to another request), then this request's own. ``extra``: this
+    well-formed answer to another request), then this request's own (``delay`` seconds
+    later, when given: a client that took the first answer is done before it). ``extra``: this
     request's answer, then at once an unsolicited copy of it.
 ``trickle``
     forward, send the headers, then the body one byte every ``delay`` seconds.
@@ -95,6 +96,8 @@ class Request:
     at: float = field(default_factory=time.monotonic)
     sent: int = 0
     """Body bytes the proxy got onto the client's connection."""
+    replayed: bool = False
+    """``stale``: another request's answer went out first (the connection had carried one)."""
 
     def header(self, name: str) -> str | None:
         for k, v in self.headers:
@@ -319,6 +322,9 @@ class FaultProxy:
             return True
         if fault == "stale" and isinstance(conn, _Recorder) and conn.last:
             conn.sendall(conn.last)
+            request.replayed = True
+            if self.delay and self.closed.wait(self.delay):  # the request's own, late
+                return False
         if fault == "empty":
             self._send(conn, 200, [], b"")
             return True
