@@ -148,9 +148,11 @@ def test_a_trickling_body_ends_within_the_bound(
     assert not out.any()  # nothing of a trickle is left in a row
     (why, _) = report.failed.values()
     assert "no answer" in why or "within" in why, why
-    # + set-up (manifest, pool: up to a second on a loaded 2-core box); the trickle
-    # itself would last an hour
-    assert took <= bound * 1.1 + 1.5, (took, bound)
+    # The blocks' own time holds the bound, with room for a loaded box's stalls; the
+    # whole call adds the set-up (clients, manifest: 0.74 s, and once 4.4 s, seen on CI's
+    # 2-core box beside a venv build). The trickle itself would last an hour.
+    assert report.seconds <= bound * 1.5 + 2.0, (report.seconds, bound)
+    assert took <= bound * 1.5 + 15, (took, bound)
 
 
 def test_a_middlebox_faking_put_answers_gets_no_block_counted_stored(
