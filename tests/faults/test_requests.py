@@ -94,7 +94,9 @@ def test_cancel_ends_a_stalled_job_within_the_read_timeout(
         job.cancel()
         report = job.wait(2.0 + 1)
         took = time.monotonic() - started
-    assert took <= 2.0  # within the read timeout (awscrt: at once; botocore: its timeout)
+    # within the read timeout (awscrt: at once; botocore: its timeout), not 10 attempts
+    # of it; room for a loaded CI box's stalls
+    assert took <= 2.0 + 3.0
     assert set(report.failed.values()) == {"cancelled"}
     assert not out.any()  # nothing written into the rows after the cancel
 
@@ -113,7 +115,8 @@ def test_timed_out_requests_free_their_connections_for_the_retries(
         report = up.submit_put_blocks(dict(zip(ks, rows(4)))).wait(30)
         took = time.monotonic() - started
     assert sorted(report.stored) == sorted(ks)  # stalled ones were never stored
-    assert took <= 2 * per_attempt(data_path) + 1.0  # two rounds of 2 blocks, one stall each
+    # two rounds of 2 blocks, one stall each (not awscrt's 30 s); room for a loaded box
+    assert took <= 2 * per_attempt(data_path) + 4.0
     assert len(p.seen("PUT", blocks=True)) == 8  # one stalled and one retried per block
 
 
@@ -145,7 +148,7 @@ def test_retry_after_past_the_deadline_gives_up_at_once(
         started = time.monotonic()
         report = up.put_blocks(dict(zip(keys(2), rows(2))))
         took = time.monotonic() - started
-    assert len(report.failed) == 2 and took < 2
+    assert len(report.failed) == 2 and took < 10  # not the 60 s asked for
     assert all("retry after 60s, past the deadline" in why for why in report.failed.values())
 
 

@@ -98,7 +98,7 @@ def test_shutdown_cancels_a_stalled_load_at_once(
     started = time.monotonic()
     tier.shutdown()  # today on awscrt: waits its 30 s and leaves the job running
     took = time.monotonic() - started
-    assert took <= 1.5 + 0.5  # within the read timeout (awscrt: at once)
+    assert took <= 1.5 + 3.0  # within the read timeout (awscrt: at once), not 30 s
     assert tier._runner.wait_idle(0)
     assert not rows.any()  # nothing written after the cancel
 
@@ -168,5 +168,5 @@ def test_a_tier_store_on_a_store_without_tags_fails_fast(
         took = time.monotonic() - started
     finally:
         tier.shutdown()
-    assert not result.success and took < 1.0
+    assert not result.success and took < 5.0  # not 8 attempts at awscrt's pace
     assert len(p.seen("PUT", blocks=True)) == 3  # today: 8 attempts each, and awscrt's
