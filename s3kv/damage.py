@@ -34,7 +34,7 @@ from s3kv.errors import (
 from s3kv.integrity import Checksum
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
-from s3kv.stores import LocalStore, ObjectInfo, PutOptions, Store
+from s3kv.stores import ObjectInfo, PutOptions, Store
 from s3kv.transfer import BLOCK_TAGS
 
 
@@ -130,7 +130,7 @@ def remove(store: Store, judged: Judged, settings: S3Settings) -> bool:
 
 def _unchanged(store: Store, judged: Judged, settings: S3Settings) -> bool:
     """The re-check right before acting: still there, and still the object judged."""
-    if isinstance(store, LocalStore) or judged.info.etag is None:
+    if store.is_local or judged.info.etag is None:
         try:
             data, _ = with_retries(lambda: store.get(judged.key), settings)
         except ObjectNotFoundError:

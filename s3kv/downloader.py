@@ -28,7 +28,7 @@ from s3kv.pipeline import Done, PipelinedJob
 from s3kv.report import TransferReport
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
-from s3kv.stores import Cancel, LocalStore, ObjectInfo, Store
+from s3kv.stores import Cancel, ObjectInfo, Store
 from s3kv.transfer import (
     BlockBuffer,
     BlockId,
@@ -314,7 +314,7 @@ class Downloader(Transfer):
         self.presence.put(object_key, True)
         # "unverified" is a block read from S3 without its recorded checksum; a directory
         # records none by design, so its blocks are never counted (docs/operations.md).
-        verified = info.checksum is not None or isinstance(self.store, LocalStore)
+        verified = info.checksum is not None or self.store.is_local
         return BlockResult(key, "done", nbytes=info.size, verified=verified, data=data)
 
     def get_range(self, key: BlockId, *, start: int, end: int | None = None) -> bytes:

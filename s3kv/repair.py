@@ -35,7 +35,7 @@ from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
 from s3kv.scope import Census, NestedCache
 from s3kv.settings import S3Settings
-from s3kv.stores import S3Store, Store, open_store
+from s3kv.stores import Store, open_store
 from s3kv.transfer import BLOCK_TAGS
 from s3kv.verify import tag_problem
 
@@ -127,7 +127,7 @@ def repair(
         job = _Repair(loc, store, settings, src_loc, src, source_settings or settings)
         job.census = Census(loc, namespaces=namespaces, ranks=ranks)
         job.remove_unrepairable, job.dry_run = remove_unrepairable, dry_run
-        job.tags = tags and settings.tag_blocks and isinstance(store, S3Store)
+        job.tags = tags and settings.tag_blocks and store.has_tags
         meter = Meter(on_progress, dry_run=dry_run)
         try:
             return job.run(allow_empty, meter)
@@ -160,7 +160,7 @@ class _Repair:
         self.actions: list[BlockRepair] = []
         self.failures: dict[str, str] = {}
         self.lock = threading.Lock()
-        self.records_checksums = isinstance(store, S3Store)
+        self.records_checksums = store.records_checksums
         self.tags = False
 
     def run(self, allow_empty: bool, meter: Meter) -> RepairReport:

@@ -70,7 +70,7 @@ from s3kv.progress import Meter, Progress, ProgressCallback
 from s3kv.retry import with_retries
 from s3kv.scope import Census, NestedCache
 from s3kv.settings import S3Settings
-from s3kv.stores import PutOptions, S3Store, Store, open_store
+from s3kv.stores import PutOptions, Store, open_store
 from s3kv.transfer import BLOCK_TAGS
 from s3kv.writes import prove_create_only, put_create_only, write_id
 
@@ -220,12 +220,10 @@ class _Sync:
         self.src_loc, self.dst_loc, self.src, self.dst = src_loc, dst_loc, src, dst
         self.src_settings, self.settings, self.options = src_settings, dst_settings, options
         self.meter = Meter(on_progress, dry_run=options.dry_run)
-        self.server_side = (
-            isinstance(src, S3Store) and isinstance(dst, S3Store) and src.endpoint == dst.endpoint
-        )
+        self.server_side = dst.copies_from(src)
         # Only S3 objects record checksums; a directory records none.
-        self.compare_checksums = isinstance(src, S3Store) and isinstance(dst, S3Store)
-        self.src_records_checksums = isinstance(src, S3Store)
+        self.compare_checksums = src.records_checksums and dst.records_checksums
+        self.src_records_checksums = src.records_checksums
         self.census = Census(src_loc, namespaces=options.namespaces, ranks=options.ranks)
         self.sizes: dict[str, int | None] = {}  # rank folder key prefix -> its usual size
         self.sizes_lock = threading.Lock()

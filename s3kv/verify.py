@@ -36,7 +36,7 @@ from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
 from s3kv.scope import Census, NestedCache
 from s3kv.settings import S3Settings
-from s3kv.stores import ObjectInfo, S3Store, Store, open_store
+from s3kv.stores import ObjectInfo, Store, open_store
 from s3kv.transfer import BLOCK_TAGS
 
 FindingKind = Literal[
@@ -131,7 +131,7 @@ def verify(
     store = open_store(loc, settings)
     try:
         job = _Verify(loc, store, settings, deep, concurrency or settings.concurrency)
-        job.tags = tags and settings.tag_blocks and isinstance(store, S3Store)
+        job.tags = tags and settings.tag_blocks and store.has_tags
         meter = Meter(on_progress)
         try:
             return job.run(allow_empty, meter)
@@ -148,7 +148,7 @@ class _Verify:
         self.loc, self.store, self.settings, self.deep = loc, store, settings, deep
         self.meter = Meter(None)
         self.census = Census(loc)
-        self.records_checksums = isinstance(store, S3Store)
+        self.records_checksums = store.records_checksums
         self.findings: list[Finding] = []
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()

@@ -11,8 +11,8 @@ from s3kv.cli import jsondoc
 from s3kv.cli.options import add_allow_empty, add_common, add_connection, settings_from_args
 from s3kv.cli.progress import summary, watching
 from s3kv.cli.syncing import print_nested
-from s3kv.cli.units import format_bytes
 from s3kv.errors import InvalidInputError, plural
+from s3kv.units import format_bytes
 
 EXAMPLES = """\
 examples:

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from s3kv.cli.units import format_bytes
 from s3kv.errors import plural
 from s3kv.progress import Progress
+from s3kv.units import format_bytes
 
 REFRESH_SECONDS = 0.2
 MIN_ETA_SECONDS = 1.0

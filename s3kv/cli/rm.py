@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from s3kv.cli import jsondoc
 from s3kv.cli.options import add_common, add_connection, settings_from_args
 from s3kv.cli.progress import Interrupted, summary, watching
-from s3kv.cli.units import format_bytes
 from s3kv.errors import InvalidInputError, S3KVError, plural
+from s3kv.units import format_bytes
 
 if TYPE_CHECKING:
     from s3kv.remove import RemoveReport

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from s3kv.cli import jsondoc
 from s3kv.cli.options import add_allow_empty, add_common, add_connection
 from s3kv.cli.progress import summary, watching
-from s3kv.cli.units import format_bytes
 from s3kv.errors import plural
+from s3kv.units import format_bytes
 
 if TYPE_CHECKING:
     from s3kv.location import Location

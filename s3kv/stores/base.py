@@ -92,10 +92,28 @@ class PutOptions:
 
 
 class Store(abc.ABC):
-    """A flat key space of immutable objects."""
+    """A flat key space of immutable objects.
+
+    What a store can do beyond the methods is said by its capabilities (class
+    attributes), never by its type: callers ask the store."""
 
     #: a short name for messages: "s3://bucket" or the directory.
     name: str
+
+    records_checksums: bool = False
+    """Each block's checksum is stored with it (S3: in the object's metadata)."""
+
+    has_tags: bool = False
+    """Objects carry tags (S3): the lifecycle rule's tag, kept on renewal."""
+
+    is_local: bool = False
+    """Objects are files on this machine (vLLM's filesystem-tier layout): no wire between,
+    no ETags, no checksums recorded."""
+
+    def copies_from(self, source: Store) -> bool:
+        """Whether :meth:`copy_from` can copy from ``source`` inside the store (no byte
+        through this process)."""
+        return False
 
     @abc.abstractmethod
     def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:

@@ -31,6 +31,8 @@ _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 class LocalStore(Store):
     """Files under ``root``; keys are ``/``-separated paths relative to it."""
 
+    is_local = True
+
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).absolute()
         self.name = str(self.root)

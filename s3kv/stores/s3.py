@@ -128,6 +128,9 @@ def _no_region_redirect(context: dict[str, Any], **_: Any) -> None:
 class S3Store(TagsAndVersions, Store):
     """Objects in one bucket of an S3-compatible store."""
 
+    records_checksums = True
+    has_tags = True
+
     def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
         self.bucket = bucket
         self.settings = settings
@@ -429,8 +432,11 @@ class S3Store(TagsAndVersions, Store):
             return False
         return True
 
+    def copies_from(self, source: Store) -> bool:
+        return isinstance(source, S3Store) and source.endpoint == self.endpoint
+
     def copy_from(self, source: Store, source_key: str, key: str) -> bool:
-        if not isinstance(source, S3Store) or source.endpoint != self.endpoint:
+        if not (isinstance(source, S3Store) and self.copies_from(source)):  # (narrows its type)
             return False
         where = self._where(key)
         if self.head(key) is not None:

@@ -22,7 +22,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from s3kv.cli.units import parse_duration
 from s3kv.errors import InvalidInputError, NotAnS3KVKeyError, ObjectNotFoundError
 from s3kv.lookup import PresenceCache
 from s3kv.parse import parse_key
@@ -30,6 +29,7 @@ from s3kv.renewal import Renewer
 from s3kv.settings import S3Settings
 from s3kv.stores.base import Cancel, ObjectInfo, Store
 from s3kv.transfer import BLOCK_TAGS
+from s3kv.units import parse_duration
 from s3kv.vllm._metrics import RENEWAL_OUTCOMES
 from s3kv.vllm._stores import ForwardingStore, GetDone
 

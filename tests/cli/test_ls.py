@@ -17,13 +17,13 @@ import pytest
 
 from s3kv import S3Settings
 from s3kv.cli.ls_table import age_text, ranks_text, render
-from s3kv.cli.units import elide_middle, format_age
 from s3kv.demo import write_cache
 from s3kv.inventory import inventory
 from s3kv.keys import KeyMapper, make_offload_key
 from s3kv.namespace import Namespace
 from s3kv.stores import LocalStore, PutOptions
 from s3kv.sync import sync
+from s3kv.units import elide_middle, format_age
 from tests.cli.terminal import on_a_terminal
 
 # Among the slowest tests of the suite, needed at that cost: each runs the command as a
