@@ -264,6 +264,7 @@ class CrtS3Store(S3Store):
                     allowance=nbytes / self.settings.min_rate_bytes_per_second)
 
         checked: list[StoreError | None] = []
+        md5 = self.echoes.md5_of(data)
 
         def check() -> None:
             # At the headers, before the connection carries another request: a copy of
@@ -271,7 +272,7 @@ class CrtS3Store(S3Store):
             try:
                 self.echoes.check_stored(
                     where, self.network.endpoint, etag=answer.etag, options=options,
-                    echoed=answer.echoed, carrier=call.client, body=data,
+                    echoed=answer.echoed, carrier=call.client, body=data, md5=md5,
                 )
             except StoreError as refused:
                 checked.append(refused)

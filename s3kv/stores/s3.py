@@ -316,6 +316,7 @@ class S3Store(TagsAndVersions, Store):
         if options.checksum is not None:
             params[options.checksum.s3_parameter] = options.checksum.value
         where = self._where(key)
+        md5 = self.echoes.md5_of(data)
         try:
             with self._translated("PUT", where):
                 resp = self.client.put_object(**params)
@@ -324,7 +325,7 @@ class S3Store(TagsAndVersions, Store):
         echoed = resp.get(options.checksum.s3_parameter) if options.checksum else None
         self.echoes.check_stored(
             where, self.network.endpoint, etag=resp.get("ETag"), options=options, echoed=echoed,
-            body=data,
+            body=data, md5=md5,
         )
         return True
 
