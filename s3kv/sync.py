@@ -35,139 +35,51 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Literal
 
 from s3kv import damage, integrity
 from s3kv.errors import (
-    AccessDeniedError,
-    BucketNotFoundError,
     ChecksumMismatchError,
     ObjectNotFoundError,
     S3KVError,
     SizeMismatchError,
-    StoreError,
-    TransientStoreError,
-    UnsupportedByStoreError,
 )
 from s3kv.listing import (
     MAX_EXAMPLES,
     Entry,
     SortedPresence,
-    check_manifest,
-    manifest_key,
-    read_capped,
-    read_manifest,
     root_of,
     usual_size,
     walk,
 )
 from s3kv.location import Location, parse_location
 from s3kv.parse import ParsedKey, parse_key
-from s3kv.progress import Meter, Progress, ProgressCallback
+from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
-from s3kv.scope import Census, NestedCache
+from s3kv.scope import Census
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, Store, open_store
+from s3kv.sync_manifest import ManifestCopy
+from s3kv.sync_report import (
+    MAX_FAILURES_KEPT,
+    ManifestStatus,
+    NamespaceSync,
+    SyncOptions,
+    SyncProgress,
+    SyncReport,
+)
 from s3kv.transfer import BLOCK_TAGS
-from s3kv.writes import prove_create_only, put_create_only, write_id
+from s3kv.writes import put_create_only, write_id
 
-MAX_FAILURES_KEPT = 1000
-"""Failed blocks named in a report (all are counted)."""
+__all__ = [
+    "MAX_FAILURES_KEPT", "ManifestStatus", "NamespaceSync", "SyncOptions", "SyncProgress",
+    "SyncReport", "sync",
+]
 
 _Outcome = Literal["copied", "already_present", "replaced"]
-
-ManifestStatus = Literal[
-    "copied", "present", "would-copy", "missing", "invalid", "conflict", "failed"
-]
-_BAD_MANIFEST = ("invalid", "conflict", "failed")
-
-
-@dataclass(frozen=True, slots=True)
-class SyncOptions:
-    """What to copy and how."""
-
-    namespaces: tuple[str, ...] = ()
-    """Only these namespaces (folder names or 12-hex digests); empty: all."""
-    ranks: tuple[int, ...] = ()
-    """Only blocks of these ranks; empty: all. Manifests are rank-less and always copied."""
-    allow_missing_manifest: bool = False
-    """Copy blocks of namespaces without a manifest (vLLM's object-store tier writes none)."""
-    dry_run: bool = False
-    concurrency: int | None = None
-    """Blocks in flight at once; default: the destination settings' concurrency."""
-    checksum: bool = False
-    """Compare existing destination blocks by checksum too (reading them), not only by
-    size, and replace those that fail their check from the source."""
-    allow_empty: bool = False
-    """A source with nothing at all under it is no error (see :mod:`s3kv.scope`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class NamespaceSync:
-    """What happened to one namespace."""
-
-    folder: str
-    manifest: ManifestStatus
-    copied: int = 0
-    already_present: int = 0
-    failed: int = 0
-    skipped: int = 0
-    """Blocks not copied because the namespace's manifest is missing, invalid or in conflict."""
-    bytes: int = 0
-    problem: str = ""
-    unverified: int = 0
-    """Copied blocks read from S3 without a recorded checksum (size-checked only)."""
-    replaced: int = 0
-    """Destination blocks that failed their check, replaced from the source (would be,
-    in a dry run)."""
-
-
-SyncProgress = Progress
-"""The events ``on_progress`` receives (:class:`s3kv.progress.Progress`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SyncReport:
-    """The outcome of one sync. ``copied`` means "would copy" in a dry run."""
-
-    source: str
-    destination: str
-    namespaces: tuple[NamespaceSync, ...]
-    copied: int
-    already_present: int
-    failed: int
-    skipped: int
-    bytes: int
-    seconds: float
-    stray_keys: int
-    stray_examples: tuple[str, ...] = ()
-    failures: Mapping[str, str] = field(default_factory=dict)
-    """Destination key -> why (the first :data:`MAX_FAILURES_KEPT`)."""
-    server_side: bool = False
-    dry_run: bool = False
-    destination_listings: int = 0
-    unverified: int = 0
-    """Of ``copied``: blocks read from S3 that carried no recorded checksum, so only their
-    size was checked. They do not make ``ok`` false."""
-    replaced: int = 0
-    """Destination blocks that failed their check, replaced from the source."""
-    nested: tuple[NestedCache, ...] = ()
-    """Caches nested below the source: not part of it, left out (see :mod:`s3kv.scope`)."""
-
-    @property
-    def ok(self) -> bool:
-        """No block failed, no key was refused as stray, and no namespace was left out for
-        want of a sound manifest."""
-        return (
-            self.failed == 0
-            and self.skipped == 0
-            and self.stray_keys == 0
-            and all(n.manifest not in _BAD_MANIFEST for n in self.namespaces)
-        )
-
 
 def sync(
     source: str | os.PathLike[str] | Location,
@@ -235,7 +147,8 @@ class _Sync:
         self.stray = 0
         self.stray_examples: list[str] = []
         self.started = time.perf_counter()
-        self.proven = False  # the destination honours If-None-Match (see s3kv.writes)
+        self.manifests = ManifestCopy(src, src_loc, src_settings, dst, dst_loc, dst_settings,
+                                      options)
         concurrency = options.concurrency or dst_settings.concurrency
         self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="s3kv-sync")
         # Blocks in flight (each holding its bytes) never exceed twice the pool size.
@@ -328,69 +241,10 @@ class _Sync:
 
     def _prepare(self, parsed: ParsedKey) -> NamespaceSync:
         """Copy the namespace's manifest before any of its blocks; decide if blocks go."""
-        folder = parsed.folder
-        manifest = read_manifest(self.src, self.src_loc.prefix, folder, self.src_settings)
-        status: ManifestStatus
-        problem = ""
-        if manifest is None:
-            status, problem = (
-                "missing",
-                (
-                    f"no {folder}/config.json at the source"
-                    + (
-                        ""
-                        if self.options.allow_missing_manifest
-                        else "; blocks left out (pass --allow-missing-manifest to copy them)"
-                    )
-                ),
-            )
-        elif manifest.problem:
-            status, problem = "invalid", f"{manifest.key}: {manifest.problem}"
-        else:
-            try:
-                status, problem = self._put_manifest(folder, manifest.data)
-            except (
-                AccessDeniedError,
-                BucketNotFoundError,
-                TransientStoreError,
-                UnsupportedByStoreError,
-            ):
-                raise  # the whole destination is unusable: no other namespace would fare better
-            except StoreError as exc:
-                status, problem = "failed", str(exc)
-        state = NamespaceSync(folder, status, problem=problem)
-        self.namespaces[folder] = state
+        status, problem = self.manifests.copy(parsed.folder)
+        state = NamespaceSync(parsed.folder, status, problem=problem)
+        self.namespaces[parsed.folder] = state
         return state
-
-    def _put_manifest(self, folder: str, data: bytes) -> tuple[ManifestStatus, str]:
-        key = manifest_key(self.dst_loc.prefix, folder)
-        if self.options.dry_run:
-            exists = with_retries(lambda: self.dst.head(key), self.settings) is not None
-            return ("present" if exists else "would-copy"), ""
-        created = put_create_only(self.dst, key, data, PutOptions(create_only=True), self.settings)
-        if created:
-            self._prove(key, data)
-            return "copied", ""
-        existing = read_capped(self.dst, key, self.settings)
-        if existing == data:
-            self._prove(key, existing)
-            return "present", ""
-        theirs, problem = check_manifest(existing, folder)
-        ours, _ = check_manifest(data, folder)
-        if problem or theirs is None or ours is None or theirs.fields != ours.fields:
-            return "conflict", (
-                f"{self.dst_loc.url_for(key)} exists and differs from the source's "
-                f"manifest ({problem or 'other fields'}); blocks left out"
-            )
-        self._prove(key, existing)
-        return "present", ""
-
-    def _prove(self, key: str, stored: bytes) -> None:
-        """The first manifest write of the run proves the destination refuses a second
-        create-only PUT (see :mod:`s3kv.writes`), before any block is written."""
-        if not self.proven:
-            prove_create_only(self.dst, key, stored, self.settings)
-            self.proven = True
 
     # -- blocks -----------------------------------------------------------------------
 

@@ -29,48 +29,35 @@ from concurrent.futures import Future
 from typing import Any
 from urllib.parse import quote
 
-from awscrt import auth, http, s3
-from awscrt import io as crt_io
-from botocore.credentials import RefreshableCredentials
+from awscrt import http, s3
 from botocore.exceptions import SSLError
 
 from s3kv.errors import (
-    AccessDeniedError,
     ObjectNotFoundError,
     S3KVError,
     StoreError,
-    TransferCancelledError,
 )
 from s3kv.integrity import Buffer
 from s3kv.settings import S3Settings
 from s3kv.stores.base import Cancel, ObjectInfo, PutOptions
-from s3kv.stores.crt_call import Answer, Call, crt_failure
+from s3kv.stores.crt_call import Answer, Body, Call, crt_failure
+from s3kv.stores.crt_client import MAX_REQUEST_BYTES, credentials_provider, new_client
 from s3kv.stores.crt_get import BlockGet, plan
+from s3kv.stores.echoes import TOKEN_PARAMETER, Echoes, request_token
 from s3kv.stores.endpoint import DataEndpoint, data_endpoint
 from s3kv.stores.errors import short
-from s3kv.stores.memory import address_of, copy_from
 from s3kv.stores.rules import (
-    TOKEN_PARAMETER,
     ConditionFailed,
-    Echoes,
     RangeNotSatisfiable,
     attempt_seconds,
     check_found,
     cut_short,
     oversized,
-    request_token,
     write_headers,
 )
 from s3kv.stores.s3 import S3Store
 from s3kv.stores.trace import trace, trace_enabled
 from s3kv.stores.watchdog import Watchdog
-
-PART_BYTES = 8 * 1024 * 1024
-"""awscrt's part size: its buffer pool keeps part-sized chunks for reuse, and serves a
-request of up to four parts from them (larger ones are allocated per request)."""
-
-MAX_REQUEST_BYTES = 4 * PART_BYTES
-"""A block larger than this is read as several ranged requests (each from the pool)."""
 
 _LIVE_PRUNE_AT = 1024
 """Shutdown events of requests kept before the set is pruned of those already set."""
@@ -84,12 +71,12 @@ class CrtS3Store(S3Store):
 
     def __init__(self, bucket: str, settings: S3Settings, *, client: Any = None) -> None:
         super().__init__(bucket, settings, client=client)
-        provider = _provider(self.client._request_signer._credentials)
+        provider = credentials_provider(self.client._request_signer._credentials)
         # Exactly where boto3 sends this bucket's requests (profile, services section,
         # partition, FIPS, dual-stack, a path in the endpoint URL, addressing style).
         self.target: DataEndpoint = data_endpoint(self.client, bucket)
         self._provider = provider
-        self._crt = _client(self.target, settings, self.network.ca_bundle, provider)
+        self._crt = new_client(self.target, settings, self.network.ca_bundle, provider)
         self._crt_lock = threading.Lock()
         self._renewed = 0.0
         self._calls = Watchdog(settings.connect_timeout_seconds + settings.read_timeout_seconds)
@@ -120,7 +107,7 @@ class CrtS3Store(S3Store):
             if carrier is None and now - self._renewed < 0.5:  # one renewal retires them all
                 return
             self._renewed = now
-            self._crt = _client(self.target, self.settings, self.network.ca_bundle,
+            self._crt = new_client(self.target, self.settings, self.network.ca_bundle,
                                 self._provider)
 
     def start(
@@ -145,7 +132,7 @@ class CrtS3Store(S3Store):
             fields.append(("Content-Length", str(len(body))))
         request = http.HttpRequest(
             method, self.request_path(key, query), http.HttpHeaders(fields),
-            _Body(body, call) if body is not None else None,
+            Body(body, call) if body is not None else None,
         )
         self._calls.watch(call)
         call.client = crt = self._crt
@@ -420,39 +407,6 @@ class CrtS3Store(S3Store):
         super().close()
 
 
-class _Body:
-    """A PUT's body: the caller's buffer, copied into awscrt's part buffer without the
-    GIL when the buffer is writable memory (:mod:`.memory`)."""
-
-    def __init__(self, view: memoryview, call: Call) -> None:
-        self.view, self.pos, self.call = view, 0, call
-        self.address = address_of(view)
-
-    def readinto(self, buffer: Any) -> int:
-        n = min(len(buffer), len(self.view) - self.pos)
-        if n <= 0:
-            return 0
-        target = memoryview(buffer).cast("B")[:n]
-        source = self.view[self.pos : self.pos + n]
-        with self.call.gate:  # never from the caller's buffer once the request ended
-            if not self.call.open:
-                raise TransferCancelledError("the request ended")
-            copy_from(target, source, None if self.address is None else self.address + self.pos)
-        self.pos += n
-        return n
-
-    def read(self, size: int = -1) -> bytes:  # awscrt asks for read(); it uses readinto
-        end = len(self.view) if size < 0 else min(len(self.view), self.pos + size)
-        data = bytes(self.view[self.pos : end])
-        self.pos = end
-        return data
-
-    def seek(self, offset: int, whence: int = 0) -> int:  # awscrt rewinds for a retry
-        base = (0, self.pos, len(self.view))[whence]
-        self.pos = base + offset
-        return self.pos
-
-
 def _wait_for(submit: Callable[[Callable[[Any, BaseException | None], None]], Cancel]) -> Any:
     """Run a submitted request to its end: its result, or its error raised."""
     finished = threading.Event()
@@ -473,69 +427,3 @@ def _wait_for(submit: Callable[[Callable[[Any, BaseException | None], None]], Ca
     if error is not None:
         raise error
     return result
-
-
-def _client(
-    target: DataEndpoint, settings: S3Settings, ca_bundle: str | None,
-    provider: auth.AwsCredentialsProvider,
-) -> s3.S3Client:
-    elg = crt_io.EventLoopGroup(0)
-    bootstrap = crt_io.ClientBootstrap(elg, crt_io.DefaultHostResolver(elg))
-    kwargs: dict[str, Any] = {}
-    if target.tls:
-        options = crt_io.TlsContextOptions()
-        if ca_bundle is not None:
-            options.override_default_trust_store_from_path(ca_filepath=ca_bundle)
-        options.verify_peer = settings.verify_tls
-        connection = crt_io.ClientTlsContext(options).new_connection_options()
-        connection.set_server_name(target.hostname)
-        kwargs["tls_connection_options"] = connection
-    return s3.S3Client(
-        bootstrap=bootstrap,
-        region=target.region,
-        tls_mode=s3.S3RequestTlsMode.ENABLED if target.tls else s3.S3RequestTlsMode.DISABLED,
-        credential_provider=provider,
-        part_size=PART_BYTES,
-        # PUTs stay single-part: larger objects are boto3's multipart uploads.
-        multipart_upload_threshold=settings.multipart_threshold_bytes + 1,
-        max_active_connections_override=settings.concurrency,
-        # s3kv.retry owns attempts, backoff, Retry-After and the deadline. awscrt
-        # cannot be told to never retry (0 means its default, 5), so its retry bucket
-        # holds one token: at most one quick retry, refilled only by a success, and
-        # none at all while every request fails. (awscrt retries 500 and 503 itself
-        # and then reports them without the response: their Retry-After is lost on
-        # this path; 429, 502 and 504 come back with it.)
-        retry_config=s3.S3RetryConfig(
-            max_retries=1, backoff_scale_factor_ms=5, initial_bucket_capacity=1
-        ),
-        connect_timeout_ms=int(settings.connect_timeout_seconds * 1000),
-        **kwargs,
-    )
-
-
-def _provider(credentials: Any) -> auth.AwsCredentialsProvider:
-    """The credentials boto3's chain found, for awscrt's signer.
-
-    Static ones (keys, environment, profile files) are handed over once: a delegate would
-    call into Python, under the GIL, for every request signed. Refreshable ones (roles,
-    SSO) go through a delegate so boto3 keeps refreshing them.
-    """
-    if credentials is None:
-        raise AccessDeniedError(
-            "no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-            "or pick a profile with --profile/AWS_PROFILE"
-        )
-    if not isinstance(credentials, RefreshableCredentials):
-        frozen = credentials.get_frozen_credentials()
-        return auth.AwsCredentialsProvider.new_static(
-            frozen.access_key, frozen.secret_key, frozen.token
-        )
-    lock = threading.Lock()
-
-    def get() -> auth.AwsCredentials:
-        with lock:
-            frozen = credentials.get_frozen_credentials()
-        return auth.AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token)
-
-    return auth.AwsCredentialsProvider.new_delegate(get)
-

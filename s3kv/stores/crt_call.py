@@ -25,6 +25,7 @@ from s3kv.errors import S3KVError, StoreError, TransferCancelledError, Transient
 from s3kv.integrity import Checksum
 from s3kv.settings import display_url
 from s3kv.stores.base import ObjectInfo
+from s3kv.stores.memory import address_of, copy_from
 from s3kv.stores.network import Network
 from s3kv.stores.rules import (
     META_CHECKSUM,
@@ -297,3 +298,36 @@ def _stalled(
         f"{method} {where}: no answer from {network.shown}{network.via} within "
         f"{seconds:.1f}s{detail}; {TIMEOUT_HINT}"
     )
+
+
+class Body:
+    """A PUT's body: the caller's buffer, copied into awscrt's part buffer without the
+    GIL when the buffer is writable memory (:mod:`.memory`)."""
+
+    def __init__(self, view: memoryview, call: Call) -> None:
+        self.view, self.pos, self.call = view, 0, call
+        self.address = address_of(view)
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), len(self.view) - self.pos)
+        if n <= 0:
+            return 0
+        target = memoryview(buffer).cast("B")[:n]
+        source = self.view[self.pos : self.pos + n]
+        with self.call.gate:  # never from the caller's buffer once the request ended
+            if not self.call.open:
+                raise TransferCancelledError("the request ended")
+            copy_from(target, source, None if self.address is None else self.address + self.pos)
+        self.pos += n
+        return n
+
+    def read(self, size: int = -1) -> bytes:  # awscrt asks for read(); it uses readinto
+        end = len(self.view) if size < 0 else min(len(self.view), self.pos + size)
+        data = bytes(self.view[self.pos : end])
+        self.pos = end
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:  # awscrt rewinds for a retry
+        base = (0, self.pos, len(self.view))[whence]
+        self.pos = base + offset
+        return self.pos

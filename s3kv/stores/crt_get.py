@@ -2,7 +2,7 @@
 buffer, and the one answer they make together.
 
 Each part is one HTTP request, a ranged GET that awscrt reads into one pooled buffer and
-hands over once; it carries a token of its own (:func:`.rules.request_token`). Before any
+hands over once; it carries a token of its own (:func:`.echoes.request_token`). Before any
 byte of its body lands, its answer must be S3's (an ETag, no web page), the answer to this
 request (the token echoed), of the block's size (``Content-Range``'s total) and of
 exactly the range asked. Every part of a block must carry one ETag, else the object
@@ -21,14 +21,13 @@ from awscrt import s3
 from s3kv.errors import S3KVError, TransferCancelledError, TransientStoreError
 from s3kv.stores.base import ObjectInfo
 from s3kv.stores.crt_call import Answer, Call
+from s3kv.stores.echoes import TOKEN_PARAMETER, request_token
 from s3kv.stores.memory import address_of, copy_to
 from s3kv.stores.rules import (
-    TOKEN_PARAMETER,
     RangeNotSatisfiable,
     attempt_seconds,
     check_found,
     cut_short,
-    request_token,
     size_mismatch,
 )
 

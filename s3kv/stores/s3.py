@@ -13,8 +13,6 @@ keys the store names as deleted. Anything else is no S3 answer and names the end
 
 from __future__ import annotations
 
-import http.client
-import socket
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -22,110 +20,44 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
 from s3kv.errors import ObjectNotFoundError, StoreError
 from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY, Buffer, Checksum
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores.base import (
     DELETE_BATCH,
-    MultipartUpload,
     ObjectDetails,
     ObjectInfo,
     PutOptions,
     Store,
 )
-from s3kv.stores.endpoint import addressing_style, configured_endpoint
+from s3kv.stores.echoes import Echoes, request_token
+from s3kv.stores.endpoint import configured_endpoint
 from s3kv.stores.errors import client_setup, translated
-from s3kv.stores.network import Network, network_for
+from s3kv.stores.network import network_for
 from s3kv.stores.pages import PageGuard
 from s3kv.stores.rules import (
     ConditionFailed,
-    Echoes,
     RangeNotSatisfiable,
     attempt_seconds,
     check_found,
-    cut_short,
     gone_or_changed,
     no_answer,
     not_s3,
     oversized,
     ranged_size,
-    request_token,
     size_mismatch,
     tagging,
     write_metadata,
 )
+from s3kv.stores.s3_body import BodyWatch, read_into
+from s3kv.stores.s3_client import make_client, mirror_copy_conditions, new_session
+from s3kv.stores.s3_multipart import Multipart
 from s3kv.stores.s3_tags_versions import TagsAndVersions
-from s3kv.stores.trace import trace_botocore, trace_enabled
 from s3kv.stores.watchdog import Watchdog
 
 
-def make_client(
-    settings: S3Settings, *, session: Any = None, network: Network | None = None
-) -> Any:
-    """A boto3 S3 client configured from ``settings`` (on ``network``: its CA bundle)."""
-    with client_setup():
-        if session is None:
-            session = new_session(settings)
-        endpoint = configured_endpoint(session, settings)
-        if network is None:
-            network = network_for(endpoint, settings, session)
-        return _make_client(settings, session, endpoint, network)
-
-
-def new_session(settings: S3Settings) -> Any:
-    with client_setup():
-        return boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
-
-
-def _make_client(settings: S3Settings, session: Any, endpoint: str | None, network: Network) -> Any:
-    config = Config(
-        max_pool_connections=settings.concurrency + 4,
-        connect_timeout=settings.connect_timeout_seconds,
-        read_timeout=settings.read_timeout_seconds,
-        retries={"total_max_attempts": 1},  # s3kv.retry owns retries (see module doc)
-        s3={
-            "addressing_style": addressing_style(settings, endpoint),
-            # s3kv sends its own checksum header; sha256-signing every body over plain
-            # HTTP would double the client's CPU per byte for no extra safety.
-            "payload_signing_enabled": False,
-        },
-        request_checksum_calculation=settings.checksum_calculation,
-        response_checksum_validation=settings.checksum_calculation,
-        # Bodies are memoryviews of the caller's buffers: botocore's validator only
-        # knows bytes and files, while http.client sends any buffer as is.
-        parameter_validation=False,
-        tcp_keepalive=True,
-    )
-    verify: bool | str = network.ca_bundle or settings.verify_tls
-    kwargs: dict[str, Any] = {}
-    if settings.access_key_id is not None and settings.secret_access_key is not None:
-        kwargs["aws_access_key_id"] = settings.access_key_id
-        kwargs["aws_secret_access_key"] = settings.secret_access_key.get_secret_value()
-        if settings.session_token is not None:
-            kwargs["aws_session_token"] = settings.session_token.get_secret_value()
-    client = session.client(
-        "s3", endpoint_url=endpoint, config=config, verify=verify, **kwargs
-    )
-    if trace_enabled():
-        client.meta.events.register("before-parameter-build.s3", trace_botocore)
-    # botocore would resend a request answered "the bucket is in another region" there;
-    # awscrt's block requests would not, so neither does the control plane: the error
-    # names the region (s3kv.stores.rules), one behaviour for every request.
-    client.meta.events.register("before-call.s3", _no_region_redirect)
-    return client
-
-
-def _no_region_redirect(context: dict[str, Any], **_: Any) -> None:
-    redirect = context.get("s3_redirect")
-    if isinstance(redirect, dict):
-        redirect["redirected"] = True
-
-
-class S3Store(TagsAndVersions, Store):
+class S3Store(Multipart, TagsAndVersions, Store):
     """Objects in one bucket of an S3-compatible store."""
 
     records_checksums = True
@@ -233,11 +165,11 @@ class S3Store(TagsAndVersions, Store):
         read by the read timeout, not a body that trickles in, so past the deadline
         (:func:`.rules.attempt_seconds`) its connection is shut down."""
         seconds = attempt_seconds(self.settings, len(buffer))
-        watch = _BodyWatch(body, started + seconds)
+        watch = BodyWatch(body, started + seconds)
         if watch.sock is not None:
             self._watchdog.watch(watch)
         try:
-            _read_into(body, buffer, where)
+            read_into(body, buffer, where)
         except Exception as exc:
             if watch.expired:
                 raise no_answer("GET", where, self.network.endpoint, seconds) from exc
@@ -340,63 +272,6 @@ class S3Store(TagsAndVersions, Store):
             params["Tagging"] = tags
         return params
 
-    def _put_multipart(self, key: str, data: memoryview, options: PutOptions) -> bool:
-        where = self._where(key)
-        if options.create_only and self.head(key) is not None:
-            return False
-        with self._translated("CREATE-MULTIPART", where):
-            upload_id = self.client.create_multipart_upload(**self._write_params(key, options))[
-                "UploadId"
-            ]
-        chunk = self.settings.multipart_chunk_bytes
-        try:
-            parts = []
-            for number, offset in enumerate(range(0, len(data), chunk), start=1):
-                with self._translated("UPLOAD-PART", where):
-                    resp = self.client.upload_part(
-                        Bucket=self.bucket,
-                        Key=key,
-                        UploadId=upload_id,
-                        PartNumber=number,
-                        Body=data[offset : offset + chunk],
-                    )
-                parts.append({"PartNumber": number, "ETag": resp["ETag"]})
-            complete: dict[str, Any] = {
-                "Bucket": self.bucket,
-                "Key": key,
-                "UploadId": upload_id,
-                "MultipartUpload": {"Parts": parts},
-            }
-            if options.create_only:
-                complete["IfNoneMatch"] = "*"
-            if options.if_match is not None:
-                complete["IfMatch"] = options.if_match
-            try:
-                with self._translated("COMPLETE-MULTIPART", where):
-                    self.client.complete_multipart_upload(**complete)
-            except ConditionFailed:
-                self._abort(key, upload_id)
-                return False
-        except BaseException:
-            # Never leave billable parts behind: abort, whatever interrupted us.
-            self._abort(key, upload_id)
-            raise
-        if options.tags and self.settings.tag_blocks:
-            # Ceph RGW drops tags given at CreateMultipartUpload; set them again.
-            with self._translated("PUT-TAGGING", where):
-                self.client.put_object_tagging(
-                    Bucket=self.bucket,
-                    Key=key,
-                    Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in options.tags.items()]},
-                )
-        return True
-
-    def _abort(self, key: str, upload_id: str) -> None:
-        try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
-        except Exception:
-            pass
-
     def delete_many(self, keys: Sequence[str]) -> dict[str, str]:
         """Only keys the store names as deleted count: anything else is a failure (an
         empty or foreign 200 confirms nothing). Non-quiet mode, so each key is named."""
@@ -466,7 +341,7 @@ class S3Store(TagsAndVersions, Store):
     ) -> datetime | None:
         where = self._where(key)
         if self.settings.endpoint_url is not None:
-            _mirror_copy_conditions(self.client)
+            mirror_copy_conditions(self.client)
         params: dict[str, Any] = {
             "Bucket": self.bucket,
             "Key": key,
@@ -513,56 +388,11 @@ class S3Store(TagsAndVersions, Store):
                     failed[key] = "the store's answer did not name this key as deleted"
         return failed, gone
 
-    def list_multipart_uploads(self, prefix: str) -> Iterator[MultipartUpload]:
-        where = self._where(prefix)
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-        guard = PageGuard("LIST-MULTIPART", where, self.network.endpoint, None)
-        while True:
-            page = self._page(
-                "LIST-MULTIPART", where, lambda: self.client.list_multipart_uploads(**kwargs)
-            )
-            yield from guard.uploads(page)
-            markers = guard.next_markers(page)
-            if markers is None:
-                return
-            kwargs["KeyMarker"], kwargs["UploadIdMarker"] = markers
-
-    def abort_multipart_upload(self, upload: MultipartUpload) -> None:
-        with self._translated("ABORT-MULTIPART", self._where(upload.key)):
-            self.client.abort_multipart_upload(
-                Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id
-            )
-
     def close(self) -> None:
         self._watchdog.close()
         self.client.close()
 
 
-
-
-_RGW_COPY_CONDITIONS = {
-    "x-amz-copy-source-if-match": "x-amz-copy-if-match",
-    "x-amz-copy-source-if-unmodified-since": "x-amz-copy-if-unmodified-since",
-}
-
-
-def _mirror_copy_conditions(client: Any) -> None:
-    """Also send a copy's source conditions under the names Ceph RGW reads.
-
-    RGW (16 to at least 18) reads ``x-amz-copy-if-match`` and ``x-amz-copy-if-unmodified-
-    since``, and ignores AWS's ``x-amz-copy-source-*`` names: without this a renewal on
-    RGW would copy whatever object is there. Only for custom endpoints; registered once.
-    """
-    client.meta.events.register(
-        "before-sign.s3.CopyObject", _copy_conditions_for_rgw, unique_id="s3kv-rgw-copy-if"
-    )
-
-
-def _copy_conditions_for_rgw(request: Any, **_: Any) -> None:
-    for aws_name, rgw_name in _RGW_COPY_CONDITIONS.items():
-        value = request.headers.get(aws_name)
-        if value is not None:
-            request.headers[rgw_name] = value
 
 
 def _server_time(resp: dict[str, Any]) -> datetime | None:
@@ -588,46 +418,3 @@ def _info(key: str, resp: dict[str, Any]) -> ObjectInfo:
         etag=resp.get("ETag"),
         write_id=metadata.get(WRITE_ID_KEY),
     )
-
-
-class _BodyWatch:
-    """A botocore body being read; expired, its socket is shut down, which ends the read."""
-
-    __slots__ = ("deadline", "expired", "last", "sock")
-
-    def __init__(self, body: Any, deadline: float) -> None:
-        fp = getattr(getattr(body, "_raw_stream", None), "_fp", None)
-        raw = getattr(getattr(fp, "fp", None), "raw", None)
-        self.sock: socket.socket | None = getattr(raw, "_sock", None)
-        self.deadline = self.last = deadline  # silence is the read timeout's (botocore)
-        self.expired = False
-
-    def expire(self) -> None:
-        self.expired = True
-        if self.sock is not None:
-            try:
-                self.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
-def _read_into(body: Any, buffer: memoryview, where: str) -> None:
-    """Fill ``buffer`` from a botocore body with no intermediate copy."""
-    raw = body._raw_stream
-    fp = getattr(raw, "_fp", None)
-    # urllib3's readinto reads into a temporary bytes object and copies; the
-    # http.client response beneath it reads from the socket into our buffer.
-    reader = fp if isinstance(fp, http.client.HTTPResponse) else raw
-    total = len(buffer)
-    pos = 0
-    try:
-        while pos < total:
-            got = reader.readinto(buffer[pos:])
-            if not got:
-                raise cut_short("GET", where, pos, total)
-            pos += got
-    except BaseException:
-        raw.close()  # the connection is mid-body: never reuse it
-        raise
-    if reader is fp:
-        raw.release_conn()
