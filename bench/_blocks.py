@@ -31,7 +31,7 @@ def namespace() -> Any:
 def object_keys(spec: dict[str, Any], keys: list[bytes]) -> list[str]:
     """The object keys s3kv writes; every client uses the same names."""
     from s3kv import KeyMapper
-    from s3kv.location import parse_location
+    from s3kv.naming.location import parse_location
 
     location = parse_location(f"s3://{spec['bucket']}/{spec['prefix']}")
     mapper = KeyMapper(namespace(), prefix=location.prefix)

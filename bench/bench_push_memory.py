@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _trust
 
-from s3kv.demo import embedded_s3
-from s3kv.keys import KeyMapper, make_offload_key
-from s3kv.namespace import Namespace
+from s3kv.naming.keys import KeyMapper, make_offload_key
+from s3kv.naming.namespace import Namespace
+from s3kv.ops.demo import embedded_s3
 from s3kv.stores import LocalStore, PutOptions
 
 BLOCK = 4096

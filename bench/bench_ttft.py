@@ -109,7 +109,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, list[list[float]]],
         rgw = stack.enter_context(RGWServer())
         tiers["s3kv, Ceph RGW"] = _s3_tier(rgw.http_endpoint, (rgw.access_key, rgw.secret_key))
         if args.moto:
-            from s3kv.demo import embedded_s3
+            from s3kv.ops.demo import embedded_s3
 
             moto = stack.enter_context(embedded_s3())
             tiers["s3kv, moto server"] = _s3_tier(moto, ("testing", "testing"))

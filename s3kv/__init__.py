@@ -47,29 +47,29 @@ from s3kv.errors import (
 )
 
 if typing.TYPE_CHECKING:
-    from s3kv.downloader import Downloader
-    from s3kv.jobs import TransferJob
-    from s3kv.keys import KeyMapper, make_offload_key, split_offload_key
-    from s3kv.namespace import Namespace
-    from s3kv.parse import ParsedKey, parse_key
+    from s3kv.naming.keys import KeyMapper, make_offload_key, split_offload_key
+    from s3kv.naming.namespace import Namespace
+    from s3kv.naming.parse import ParsedKey, parse_key
     from s3kv.report import TransferReport
     from s3kv.settings import S3Settings
-    from s3kv.uploader import Uploader
+    from s3kv.transfers.downloader import Downloader
+    from s3kv.transfers.jobs import TransferJob
+    from s3kv.transfers.uploader import Uploader
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Downloader": "s3kv.downloader",
-    "KeyMapper": "s3kv.keys",
-    "Namespace": "s3kv.namespace",
-    "ParsedKey": "s3kv.parse",
+    "Downloader": "s3kv.transfers.downloader",
+    "KeyMapper": "s3kv.naming.keys",
+    "Namespace": "s3kv.naming.namespace",
+    "ParsedKey": "s3kv.naming.parse",
     "S3Settings": "s3kv.settings",
-    "TransferJob": "s3kv.jobs",
+    "TransferJob": "s3kv.transfers.jobs",
     "TransferReport": "s3kv.report",
-    "Uploader": "s3kv.uploader",
-    "make_offload_key": "s3kv.keys",
-    "parse_key": "s3kv.parse",
-    "split_offload_key": "s3kv.keys",
+    "Uploader": "s3kv.transfers.uploader",
+    "make_offload_key": "s3kv.naming.keys",
+    "parse_key": "s3kv.naming.parse",
+    "split_offload_key": "s3kv.naming.keys",
 }
 """Public names imported on first use, and the module each comes from."""
 

@@ -23,7 +23,7 @@ from s3kv.errors import ChecksumMismatchError, SettingsError, SizeMismatchError
 METADATA_KEY = "s3kv-checksum"
 """User-metadata key (sent as ``x-amz-meta-s3kv-checksum``)."""
 WRITE_ID_KEY = "s3kv-write-id"
-"""User-metadata key of a write's token (see :mod:`s3kv.writes`)."""
+"""User-metadata key of a write's token (see :mod:`s3kv.transfers.writes`)."""
 
 Buffer = bytes | bytearray | memoryview
 

@@ -1,6 +1,6 @@
 """The one retry policy: backoff with full jitter, the store's ``Retry-After``, attempts and
 a deadline. Every request goes through it: blocks on both data paths (here, or in
-:class:`s3kv.pipeline.PipelinedJob` with the same :func:`retry_delay`), manifests,
+:class:`s3kv.transfers.pipeline.PipelinedJob` with the same :func:`retry_delay`), manifests,
 HEADs, listing pages and deletes.
 
 How long one attempt may take is the store's part: each request is bounded by the

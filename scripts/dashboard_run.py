@@ -81,7 +81,7 @@ def resolve_variables(prometheus: str, dashboard: dict[str, Any]) -> dict[str, s
 class _Serve(BaseHTTPRequestHandler):
     body: Any = staticmethod(lambda: b"")
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         data = type(self).body()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -121,8 +121,8 @@ def run(rounds: int) -> None:
     from botocore.config import Config
 
     from s3kv.cli.ls_prometheus import exposition
-    from s3kv.demo import embedded_s3
-    from s3kv.inventory import inventory
+    from s3kv.ops.demo import embedded_s3
+    from s3kv.ops.inventory import inventory
     from s3kv.settings import S3Settings
     from tests.faults.proxy import FaultProxy, once_per_block
     from tests.vllm import managed, tier_run

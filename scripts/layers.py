@@ -27,20 +27,10 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         "s3kv", "s3kv.errors", "s3kv.settings", "s3kv.integrity", "s3kv.progress", "s3kv.report",
         "s3kv.retry", "s3kv.units",
     )),
-    ("keys and namespaces", (
-        "s3kv.namespace", "s3kv.keys", "s3kv.parse", "s3kv.manifest", "s3kv.location",
-        "s3kv.chains",
-    )),
+    ("keys and namespaces", ("s3kv.naming",)),
     ("stores", ("s3kv.stores",)),
-    ("listings and transfers", (
-        "s3kv.listing", "s3kv.writes", "s3kv.transfer", "s3kv.jobs", "s3kv.pipeline",
-        "s3kv.uploader", "s3kv.downloader", "s3kv.lookup",
-    )),
-    ("operations on a location", (
-        "s3kv.folders", "s3kv.inventory", "s3kv.scope", "s3kv.sync",
-        "s3kv.verify", "s3kv.damage", "s3kv.repair", "s3kv.remove", "s3kv.gc",
-        "s3kv.renewal", "s3kv.demo",
-    )),
+    ("listings and transfers", ("s3kv.transfers",)),
+    ("operations on a location", ("s3kv.ops",)),
     ("front ends", ("s3kv.cli", "s3kv.vllm")),
 ]
 

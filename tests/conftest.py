@@ -148,7 +148,7 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     """moto's S3 server in its own process on 127.0.0.1 (the demo's embedded endpoint)."""
-    from s3kv.demo import embedded_s3
+    from s3kv.ops.demo import embedded_s3
 
     with embedded_s3() as url:
         yield url

@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3kv.location import parse_location
+    from s3kv.naming.location import parse_location
 
     source, destination = parse_location(args.src), parse_location(args.dst)
     settings = settings_from_args(args)

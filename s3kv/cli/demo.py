@@ -57,7 +57,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3kv.demo import run_demo
+    from s3kv.ops.demo import run_demo
 
     if not 1 <= args.blocks <= 4096:
         raise InvalidInputError(f"--blocks {args.blocks}: give 1 to 4096")

@@ -14,7 +14,7 @@ from s3kv.errors import InvalidInputError, plural
 from s3kv.units import flag_type, format_bytes, parse_duration, parse_size
 
 if TYPE_CHECKING:
-    from s3kv.gc import GCReport
+    from s3kv.ops.gc.collect import GCReport
 
 EXAMPLES = """\
 examples:
@@ -73,7 +73,7 @@ def register(sub: Any) -> None:
         "--abort-uploads-older-than",
         type=flag_type(parse_duration),
         metavar="DURATION",
-        default=None,  # s3kv.gc.DEFAULT_UPLOADS_OLDER_THAN (imported only to run)
+        default=None,  # s3kv.ops.gc.collect.DEFAULT_UPLOADS_OLDER_THAN (imported only to run)
         help="abort incomplete multipart uploads older than this; default 1d",
     )
     parser.add_argument(
@@ -85,7 +85,7 @@ def register(sub: Any) -> None:
         "--chain-window",
         type=flag_type(parse_duration),
         metavar="DURATION",
-        default=None,  # s3kv.gc.DEFAULT_CHAIN_WINDOW (imported only to run)
+        default=None,  # s3kv.ops.gc.collect.DEFAULT_CHAIN_WINDOW (imported only to run)
         help="blocks used within this long of the cutoff are read (a HEAD each) and "
         "decided as chains, so a chain only ever loses its tail; set it to the tier's "
         "renew_after; default 1d",
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         from s3kv.cli.gc_lease import break_lease_command
 
         return break_lease_command(args)
-    from s3kv.gc import DEFAULT_CHAIN_WINDOW, DEFAULT_UPLOADS_OLDER_THAN, gc
+    from s3kv.ops.gc.collect import DEFAULT_CHAIN_WINDOW, DEFAULT_UPLOADS_OLDER_THAN, gc
 
     uploads = args.abort_uploads_older_than
     window = args.chain_window

@@ -7,7 +7,7 @@ import sys
 
 from s3kv.cli.options import settings_from_args
 from s3kv.errors import InvalidInputError
-from s3kv.gc_lease import LeaseInfo, break_lease
+from s3kv.ops.gc.lease import LeaseInfo, break_lease
 
 PROMPT = "Remove it? A gc still running on it stops before its next delete batch. [y/N] "
 

@@ -19,13 +19,13 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from s3kv.gc import GCReport
-    from s3kv.inventory import Inventory
-    from s3kv.remove import RemoveReport
-    from s3kv.repair import RepairReport
-    from s3kv.scope import NestedCache
-    from s3kv.sync import NamespaceSync, SyncReport
-    from s3kv.verify import VerifyReport
+    from s3kv.ops.gc.collect import GCReport
+    from s3kv.ops.inventory import Inventory
+    from s3kv.ops.remove import RemoveReport
+    from s3kv.ops.repair import RepairReport
+    from s3kv.ops.scope import NestedCache
+    from s3kv.ops.sync import NamespaceSync, SyncReport
+    from s3kv.ops.verify import VerifyReport
 
 SCHEMAS = ("cp", "demo", "error", "gc", "key", "ls", "pull", "push", "repair", "rm", "verify")
 

@@ -67,9 +67,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3kv.keys import KeyMapper, make_offload_key
-    from s3kv.location import parse_location
-    from s3kv.scope import own_folder
+    from s3kv.naming.keys import KeyMapper, make_offload_key
+    from s3kv.naming.location import parse_location
+    from s3kv.ops.scope import own_folder
 
     namespace = namespace_from_args(args)
     location = parse_location(args.location) if args.location else None

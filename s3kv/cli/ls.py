@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json and args.prometheus:
         raise InvalidInputError("give --json or --prometheus, not both")
     from s3kv.cli.ls_table import WIDTH, render
-    from s3kv.inventory import inventory
+    from s3kv.ops.inventory import inventory
 
     with watching("ls", resume="ls changes nothing; run it again.") as progress:
         inv = inventory(

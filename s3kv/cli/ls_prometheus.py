@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 
-from s3kv.inventory import LAST_USE_BUCKETS, Inventory
+from s3kv.ops.inventory import LAST_USE_BUCKETS, Inventory
 
 PREFIX = "s3kv_cache_"
 

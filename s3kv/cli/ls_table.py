@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from s3kv.inventory import LAST_USE_BUCKETS, Inventory, NamespaceSummary
-from s3kv.location import parse_location
+from s3kv.naming.location import parse_location
+from s3kv.ops.inventory import LAST_USE_BUCKETS, Inventory, NamespaceSummary
 from s3kv.units import elide_middle, format_age, format_bytes
 
 WIDTH = 100

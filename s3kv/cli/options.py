@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from s3kv.errors import InvalidNamespaceError
 
 if TYPE_CHECKING:
-    from s3kv.namespace import Namespace
+    from s3kv.naming.namespace import Namespace
 
 CHECKSUM_ALGORITHMS = ["crc32c", "crc32", "sha256", "none"]
 
@@ -66,8 +66,8 @@ def add_namespace(parser: argparse.ArgumentParser) -> None:
 
 
 def namespace_from_args(args: argparse.Namespace) -> Namespace:
-    from s3kv.manifest import MAX_MANIFEST_BYTES
-    from s3kv.namespace import Namespace
+    from s3kv.naming.manifest import MAX_MANIFEST_BYTES
+    from s3kv.naming.namespace import Namespace
 
     if args.manifest:
         try:

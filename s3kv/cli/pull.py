@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3kv.location import parse_location
+    from s3kv.naming.location import parse_location
 
     source, destination = parse_location(args.src), parse_location(args.dst)
     if destination.path is None:

@@ -13,7 +13,7 @@ from s3kv.errors import plural
 from s3kv.units import format_bytes
 
 if TYPE_CHECKING:
-    from s3kv.repair import RepairReport
+    from s3kv.ops.repair import RepairReport
 
 EXAMPLES = """\
 examples:
@@ -95,8 +95,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3kv.location import parse_location
-    from s3kv.repair import repair
+    from s3kv.naming.location import parse_location
+    from s3kv.ops.repair import repair
 
     settings = settings_from_args(args)
     source_settings = settings_from_args(

@@ -14,7 +14,7 @@ from s3kv.errors import InvalidInputError, S3KVError, plural
 from s3kv.units import format_bytes
 
 if TYPE_CHECKING:
-    from s3kv.remove import RemoveReport
+    from s3kv.ops.remove import RemoveReport
 
 EXAMPLES = """\
 examples:
@@ -64,7 +64,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3kv.remove import remove
+    from s3kv.ops.remove import remove
 
     if not args.namespace and not args.model:
         raise InvalidInputError(

@@ -12,10 +12,10 @@ from s3kv.errors import plural
 from s3kv.units import format_bytes
 
 if TYPE_CHECKING:
-    from s3kv.location import Location
-    from s3kv.scope import NestedCache
+    from s3kv.naming.location import Location
+    from s3kv.ops.scope import NestedCache
+    from s3kv.ops.sync import SyncReport
     from s3kv.settings import S3Settings
-    from s3kv.sync import SyncReport
 
 EXIT_OK, EXIT_FINDINGS = 0, 1
 RESUME = (
@@ -66,7 +66,7 @@ def run_sync(
     source_settings: S3Settings | None = None,
     label: str,
 ) -> int:
-    from s3kv.sync import SyncOptions, sync
+    from s3kv.ops.sync import SyncOptions, sync
 
     options = SyncOptions(
         namespaces=tuple(args.namespace),

@@ -72,7 +72,7 @@ def directory_note(where: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3kv.verify import verify
+    from s3kv.ops.verify import verify
 
     with watching("verify", resume="verify changes nothing; run it again.") as progress:
         report = verify(

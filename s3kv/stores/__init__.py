@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from s3kv.location import Location, parse_location
+from s3kv.naming.location import Location, parse_location
 from s3kv.settings import S3Settings
 from s3kv.stores.base import Cancel, MultipartUpload, ObjectInfo, PutOptions, Store
 from s3kv.stores.local import LocalStore

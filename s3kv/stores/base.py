@@ -88,7 +88,7 @@ class PutOptions:
     directory): after a lost answer and a 412, it tells our own write from another's."""
     metadata: Mapping[str, str] = field(default_factory=dict)
     """More user metadata to store with the object (``x-amz-meta-<name>``; not by a
-    directory), such as a block's place in its chain (:mod:`s3kv.chains`)."""
+    directory), such as a block's place in its chain (:mod:`s3kv.naming.chains`)."""
 
 
 class Store(abc.ABC):

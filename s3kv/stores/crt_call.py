@@ -214,7 +214,7 @@ class Answer:
                 self.cache_control = value
             elif lower.startswith("x-amz-checksum-") and lower != "x-amz-checksum-type":
                 self.echoed = value
-            elif lower == "last-modified":  # what renewal compares against (s3kv.renewal)
+            elif lower == "last-modified":  # what renewal compares against (s3kv.ops.gc.renewal)
                 try:
                     self.last_modified = parsedate_to_datetime(value)
                 except (TypeError, ValueError):

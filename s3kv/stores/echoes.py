@@ -109,7 +109,7 @@ class Echoes:
             if echoed != ours.value:
                 # S3 refuses a body whose checksum is not the one sent (BadDigest), so
                 # this answer is not the store's to this write: retried, and the retry's
-                # 412 is settled by the object's write token (s3kv.writes).
+                # 412 is settled by the object's write token (s3kv.transfers.writes).
                 raise self.foreign(TransientStoreError(
                     f"PUT {where}: the answer names {ours.algorithm} {echoed}, not the "
                     f"{ours.value} sent: not the store's answer to this write (a stale "

@@ -395,7 +395,7 @@ META_WRITE_ID = f"x-amz-meta-{WRITE_ID_KEY}"
 
 def write_metadata(options: PutOptions) -> dict[str, str]:
     """s3kv's user metadata of a write: its checksum, its write token and what else the
-    writer records (a block's parent in its chain, :mod:`s3kv.chains`)."""
+    writer records (a block's parent in its chain, :mod:`s3kv.naming.chains`)."""
     metadata = {}
     if options.checksum is not None:
         metadata[METADATA_KEY] = options.checksum.header()

@@ -8,7 +8,7 @@ request and extended as the request grows, kept in its context), else among the 
 own keys. Without positions (a caller that records none), the job's keys are taken in
 the order given, which is the chain's (vLLM hands a request's chunks over in order), and
 the first one's parent stays unknown. What this gives is written with each block
-(:mod:`s3kv.chains`) so ``gc`` keeps a prefix of every chain.
+(:mod:`s3kv.naming.chains`) so ``gc`` keeps a prefix of every chain.
 
 Runs on the scheduler's thread, in ``submit_store``: the positions are the scheduler's
 to change, and the work is a dictionary look-up per key (plus, once per request and

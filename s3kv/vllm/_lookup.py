@@ -4,7 +4,7 @@ vLLM's scheduler (``_maximal_prefix_lookup`` in ``offloading/scheduler.py``) kee
 calling ``lookup`` past RETRY answers, so a new prompt's whole chain reaches
 ``batch_lookup`` at once, one call per request, in chain order. A chain's HITs are handed
 to ``on_hits`` (the tier's renewal of used blocks). Presence along a chain
-is a prefix, so :func:`s3kv.lookup.prefix_length` finds its end in at most 3 round trips
+is a prefix, so :func:`s3kv.transfers.lookup.prefix_length` finds its end in at most 3 round trips
 (2,048 keys: at most 38 HEADs) and the other keys are answered without a request: those
 before the boundary present, those past it absent. The scheduler stops at the first
 MISS, so only the boundary matters to it. Sliding-window groups are the exception: vLLM
@@ -23,8 +23,8 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from vllm.v1.kv_offload.base import OffloadKey, ReqContext, get_offload_group_idx
 from vllm.v1.kv_offload.tiering.async_lookup import AsyncLookupManager
 
-from s3kv.downloader import Downloader
-from s3kv.lookup import LookupStats, fanout_for, prefix_length
+from s3kv.transfers.downloader import Downloader
+from s3kv.transfers.lookup import LookupStats, fanout_for, prefix_length
 
 LOOKUP_THREADS = fanout_for(15_624)
 """Threads for lookup HEADs: a whole search round at once (24, the fanout of chains up to

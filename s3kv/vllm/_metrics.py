@@ -32,7 +32,6 @@ from vllm.v1.kv_offload.base import (
     OffloadingMetricMetadata,
 )
 
-from s3kv.downloader import Downloader
 from s3kv.errors import (
     AccessDeniedError,
     ChecksumMismatchError,
@@ -43,6 +42,7 @@ from s3kv.errors import (
 from s3kv.integrity import Buffer
 from s3kv.report import TransferReport
 from s3kv.stores.base import Cancel, ObjectDetails, ObjectInfo, PutOptions, Store
+from s3kv.transfers.downloader import Downloader
 from s3kv.vllm._stores import ForwardingStore
 
 try:
@@ -66,7 +66,7 @@ RENEWALS = PREFIX + "renewals"
 REMOVED_BLOCKS = PREFIX + "removed_blocks"
 RETAGS = PREFIX + "retags"
 RENEWAL_OUTCOMES = ("renewed", "already_renewed", "changed", "gone", "failed", "dropped")
-""":class:`s3kv.renewal.Renewer` counters, each an ``outcome`` of :data:`RENEWALS`."""
+""":class:`s3kv.ops.gc.renewal.Renewer` counters, each an ``outcome`` of :data:`RENEWALS`."""
 
 TRANSFER_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 

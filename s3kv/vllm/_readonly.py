@@ -17,8 +17,8 @@ from collections.abc import Callable
 from vllm.v1.kv_offload.tiering.backpressure import BackpressureDetector, DropStorePolicy
 from vllm.v1.kv_offload.tiering.base import JobResult, TransferJob
 
-from s3kv.downloader import Downloader
 from s3kv.errors import AccessDeniedError, ManifestMismatchError, ManifestMissingError, S3KVError
+from s3kv.transfers.downloader import Downloader
 
 
 class ReadOnlyDetector(BackpressureDetector):  # type: ignore[misc]

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from vllm.v1.kv_offload.tiering.base import JobId, TransferJob
 
-from s3kv.downloader import Downloader
-from s3kv.jobs import TransferJob as S3Job
 from s3kv.report import TransferReport
-from s3kv.uploader import Uploader
+from s3kv.transfers.downloader import Downloader
+from s3kv.transfers.jobs import TransferJob as S3Job
+from s3kv.transfers.uploader import Uploader
 
 logger = logging.getLogger("s3kv.vllm")
 

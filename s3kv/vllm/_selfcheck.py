@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from s3kv.errors import InvalidNamespaceError, ManifestError
-from s3kv.keys import KeyMapper
-from s3kv.namespace import Namespace
+from s3kv.naming.keys import KeyMapper
+from s3kv.naming.namespace import Namespace
 
 # A fixed block (32-byte hash, group 1) whose key both sides must spell alike.
 _PROBE_KEY = bytes(range(32)) + (1).to_bytes(4, "big")

@@ -31,9 +31,9 @@ from vllm.v1.kv_offload.tiering.base import (
     TransferJob,
 )
 
-from s3kv.keys import KeyStyle
-from s3kv.location import parse_location
-from s3kv.renewal import DEFAULT_RENEW_AFTER_SECONDS
+from s3kv.naming.keys import KeyStyle
+from s3kv.naming.location import parse_location
+from s3kv.ops.gc.renewal import DEFAULT_RENEW_AFTER_SECONDS
 from s3kv.settings import S3Settings
 from s3kv.vllm._chain import chunk_tokens, parents
 from s3kv.vllm._lookup import S3AsyncLookupManager, chains
@@ -79,7 +79,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     ``renew_after`` (seconds, or a duration such as ``"1d"``; ``"off"`` to turn it off):
     a block this tier uses (a load, a lookup HIT, ``touch``) whose ``Last-Modified`` is
     older is renewed, so the bucket's lifecycle rule and ``s3kv gc`` count from its last
-    use (see :mod:`s3kv.renewal`). A read-only tier never renews.
+    use (see :mod:`s3kv.ops.gc.renewal`). A read-only tier never renews.
     """
 
     medium: ClassVar[Medium] = Medium.STORAGE

@@ -4,8 +4,8 @@
 GET that answers hands its ``Last-Modified``, ETag and checksum to :class:`UsageTracker`,
 and every 404 is checked against what the tier had seen present. The tracker
 
-* feeds uses to the :class:`~s3kv.renewal.Renewer` (a load's blocks, a lookup's HITs,
-  ``touch``), one chain at a time, so last use reaches S3 (see :mod:`s3kv.renewal`);
+* feeds uses to the :class:`~s3kv.ops.gc.renewal.Renewer` (a load's blocks, a lookup's HITs,
+  ``touch``), one chain at a time, so last use reaches S3 (see :mod:`s3kv.ops.gc.renewal`);
 * turns a 404 for a key the tier had stored, reported or seen present into a removal:
   the key is forgotten by the presence cache and queued for an
   ``OffloadingEvent(removed=True)``, so a router that reads vLLM's KV events stops
@@ -23,12 +23,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from s3kv.errors import InvalidInputError, NotAnS3KVKeyError, ObjectNotFoundError
-from s3kv.lookup import PresenceCache
-from s3kv.parse import parse_key
-from s3kv.renewal import Renewer
+from s3kv.naming.parse import parse_key
+from s3kv.ops.gc.renewal import Renewer
 from s3kv.settings import S3Settings
 from s3kv.stores.base import Cancel, ObjectInfo, Store
-from s3kv.transfer import BLOCK_TAGS
+from s3kv.transfers.lookup import PresenceCache
+from s3kv.transfers.transfer import BLOCK_TAGS
 from s3kv.units import parse_duration
 from s3kv.vllm._metrics import RENEWAL_OUTCOMES
 from s3kv.vllm._stores import ForwardingStore, GetDone

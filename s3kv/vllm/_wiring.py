@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from s3kv.downloader import Downloader
-from s3kv.keys import KeyStyle
-from s3kv.location import Location
-from s3kv.lookup import PresenceCache
-from s3kv.namespace import Namespace
+from s3kv.naming.keys import KeyStyle
+from s3kv.naming.location import Location
+from s3kv.naming.namespace import Namespace
 from s3kv.settings import S3Settings
 from s3kv.stores import Store, open_store
-from s3kv.uploader import Uploader
+from s3kv.transfers.downloader import Downloader
+from s3kv.transfers.lookup import PresenceCache
+from s3kv.transfers.uploader import Uploader
 from s3kv.vllm._lookup import LOOKUP_THREADS
 from s3kv.vllm._metrics import MeteredDownloader, MeteredStore, TierMeter
 from s3kv.vllm._stores import DeniedHeadIsAbsent

@@ -14,8 +14,8 @@ import pytest
 from botocore.config import Config
 
 from s3kv.cli import main
-from s3kv.keys import KeyMapper, make_offload_key
-from s3kv.namespace import Namespace
+from s3kv.naming.keys import KeyMapper, make_offload_key
+from s3kv.naming.namespace import Namespace
 from s3kv.stores import LocalStore, PutOptions
 
 BLOCK = 4096

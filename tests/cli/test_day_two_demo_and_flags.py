@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-import s3kv.demo
+import s3kv.ops.demo
 from tests.cli.day_two import bucket, cli, keys_in, namespace, s3, write_tree
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,7 @@ def test_the_demo_ignores_an_endpoint_from_the_environment(
         started.append(moto_server)
         yield moto_server
 
-    monkeypatch.setattr(s3kv.demo, "embedded_s3", embedded)
+    monkeypatch.setattr(s3kv.ops.demo, "embedded_s3", embedded)
     result = cli(capsys, "demo", "--blocks", "1", "--bucket", "s3kv-day2-demo", "--json")
     assert result.code == 0, result.err
     assert started and result.json["embedded"] is True
@@ -56,7 +56,7 @@ def test_the_demo_ignores_an_endpoint_from_the_environment(
 def test_the_demo_writes_to_an_endpoint_named_on_its_command_line(
     capsys: Any, monkeypatch: pytest.MonkeyPatch, moto_server: str
 ) -> None:
-    monkeypatch.setattr(s3kv.demo, "embedded_s3", None)  # must not be started
+    monkeypatch.setattr(s3kv.ops.demo, "embedded_s3", None)  # must not be started
     result = cli(capsys, "demo", "--blocks", "1", "--bucket", "s3kv-day2-named",
                  "--endpoint-url", moto_server, "--json")  # fmt: skip
     assert result.code == 0, result.err

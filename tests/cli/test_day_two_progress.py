@@ -20,11 +20,11 @@ import pytest
 
 import s3kv.progress
 from s3kv.cli.progress import ProgressLine, render
-from s3kv.gc import gc
-from s3kv.listing import SortedPresence
+from s3kv.ops.gc.collect import gc
+from s3kv.ops.sync import sync
+from s3kv.ops.verify import verify
 from s3kv.progress import Progress
-from s3kv.sync import sync
-from s3kv.verify import verify
+from s3kv.transfers.listing import SortedPresence
 from tests.cli.day_two import BLOCK, bucket, cli, keys_in, namespace, s3, write_tree
 from tests.faults.proxy import FaultProxy, slow_puts
 

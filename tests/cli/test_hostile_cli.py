@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from s3kv.keys import KeyMapper, make_offload_key
+from s3kv.naming.keys import KeyMapper, make_offload_key
 from tests.cli.test_commands import BLOCK, bucket, client, keys_in, namespace, s3kv, write_tree
 
 # Among the slowest tests of the suite, needed at that cost: each runs the command as a

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from s3kv.keys import KeyMapper
+from s3kv.naming.keys import KeyMapper
 from tests.cli.test_commands import bucket, client, keys_in, namespace, s3kv, write_tree
 
 # Among the slowest tests of the suite, needed at that cost: each runs the command as a

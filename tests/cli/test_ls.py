@@ -17,12 +17,12 @@ import pytest
 
 from s3kv import S3Settings
 from s3kv.cli.ls_table import age_text, ranks_text, render
-from s3kv.demo import write_cache
-from s3kv.inventory import inventory
-from s3kv.keys import KeyMapper, make_offload_key
-from s3kv.namespace import Namespace
+from s3kv.naming.keys import KeyMapper, make_offload_key
+from s3kv.naming.namespace import Namespace
+from s3kv.ops.demo import write_cache
+from s3kv.ops.inventory import inventory
+from s3kv.ops.sync import sync
 from s3kv.stores import LocalStore, PutOptions
-from s3kv.sync import sync
 from s3kv.units import elide_middle, format_age
 from tests.cli.terminal import on_a_terminal
 
@@ -144,7 +144,7 @@ def test_ages_ranks_and_elision() -> None:
 
 
 def _one_namespace(oldest: datetime, newest: datetime):  # type: ignore[no-untyped-def]
-    from s3kv.inventory import NamespaceSummary
+    from s3kv.ops.inventory import NamespaceSummary
 
     yield NamespaceSummary(
         prefix="", folder="f", model="m", dtype="bfloat16", tp_size=1, pp_size=1,

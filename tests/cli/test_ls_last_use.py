@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from s3kv.cli.ls_table import render
-from s3kv.inventory import LAST_USE_BUCKETS, inventory, last_use_bucket
-from s3kv.keys import KeyMapper
+from s3kv.naming.keys import KeyMapper
+from s3kv.ops.inventory import LAST_USE_BUCKETS, inventory, last_use_bucket
 from tests.cli.terminal import on_a_terminal
 from tests.cli.test_ls import LONG_MODEL, write_namespace
 
@@ -25,7 +25,7 @@ HOUR, DAY = 3600, 86400
 
 def _age(root: Path, ns, block: int, seconds: float, now: float) -> None:  # type: ignore[no-untyped-def]
     """Set one block's Last-Modified (a file's mtime) to ``seconds`` before ``now``."""
-    from s3kv.keys import make_offload_key
+    from s3kv.naming.keys import make_offload_key
 
     key = KeyMapper(ns).key_for(make_offload_key(block.to_bytes(4, "big") * 8, 0))
     os.utime(root / key, (now - seconds, now - seconds))

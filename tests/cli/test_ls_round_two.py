@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from s3kv import Uploader, __version__
 from s3kv.cli.ls_prometheus import METRICS, PREFIX, exposition
-from s3kv.inventory import inventory
+from s3kv.ops.inventory import inventory
 from s3kv.settings import S3Settings
 from tests.cli.day_two import BLOCK, block_bytes, block_hash, bucket, cli, namespace, s3, write_tree
 

@@ -21,7 +21,7 @@ import pytest
 from botocore.config import Config
 
 from s3kv import Namespace, S3Settings, Uploader
-from s3kv.keys import make_offload_key
+from s3kv.naming.keys import make_offload_key
 from tests.servers.rgw_users import create_user, grant_reader
 
 # Among the slowest tests, needed at that cost: Ceph users and their policies are made

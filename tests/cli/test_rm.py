@@ -16,8 +16,8 @@ import jsonschema
 import pytest
 
 from s3kv.cli.jsondoc import schema
-from s3kv.gc_lease import GCLease
-from s3kv.location import parse_location
+from s3kv.naming.location import parse_location
+from s3kv.ops.gc.lease import GCLease
 from s3kv.settings import S3Settings
 from s3kv.stores import open_store
 from tests.cli.day_two import bucket, cli, keys_in, namespace, s3, write_tree

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from s3kv.errors import StoreError
-from s3kv.location import parse_location
+from s3kv.naming.location import parse_location
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, open_store
 from tests.cli.day_two import block_key, bucket, cli, namespace, s3, write_tree

@@ -23,9 +23,9 @@ import boto3
 from botocore.config import Config
 
 from s3kv import KeyMapper, Namespace, S3Settings, make_offload_key
-from s3kv.demo import demo_namespace
+from s3kv.ops.demo import demo_namespace
+from s3kv.ops.sync import sync
 from s3kv.stores import LocalStore, PutOptions
-from s3kv.sync import sync
 
 ACCESS_KEY = "s3kv-examples"
 BUCKETS = ("my-bucket", "team-a", "team-b", "kv-cache", "aws-bucket", "kv-bucket",

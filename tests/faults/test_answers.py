@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from s3kv import StoreError, UnsupportedByStoreError, Uploader
-from s3kv.gc import gc
+from s3kv.ops.gc.collect import gc
 from tests.faults.conftest import NS, cli, keys, rows, seed_blocks, settings, write_tree
 
 pytestmark = pytest.mark.integration

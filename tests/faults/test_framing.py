@@ -20,7 +20,7 @@ import pytest
 
 from s3kv import Downloader, Uploader
 from s3kv.errors import TransientStoreError
-from s3kv.keys import KeyMapper
+from s3kv.naming.keys import KeyMapper
 from tests.faults.conftest import CONNECT, NS, READ, keys, rows, seed_blocks, settings
 from tests.faults.proxy import once_per_block
 

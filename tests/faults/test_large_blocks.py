@@ -20,7 +20,7 @@ import pytest
 
 from s3kv import Downloader
 from s3kv.integrity import compute
-from s3kv.keys import KeyMapper
+from s3kv.naming.keys import KeyMapper
 from s3kv.stores.crt_get import MIN_PART_BYTES
 from tests.faults.conftest import NS, READ, rows, seed_blocks, settings
 from tests.faults.proxy import HUGE, once_per_block

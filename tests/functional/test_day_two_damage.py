@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from s3kv import damage
 from s3kv.integrity import compute
-from s3kv.keys import KeyMapper, make_offload_key
-from s3kv.namespace import Namespace
+from s3kv.naming.keys import KeyMapper, make_offload_key
+from s3kv.naming.namespace import Namespace
+from s3kv.ops import damage
 from s3kv.stores import ObjectInfo, PutOptions, open_store
-from s3kv.transfer import BLOCK_TAGS
+from s3kv.transfers.transfer import BLOCK_TAGS
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.functional

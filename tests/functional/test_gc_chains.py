@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-import s3kv.gc as gc_module
+import s3kv.ops.gc.collect as gc_module
 from s3kv import KeyMapper, Namespace, Uploader, make_offload_key
-from s3kv.gc import gc
+from s3kv.ops.gc.collect import gc
 from s3kv.stores import open_store
 from tests.conftest import Backend
 from tests.functional.test_gc_races import Hooked

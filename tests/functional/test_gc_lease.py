@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-import s3kv.gc as gc_module
-import s3kv.gc_lease as lease_module
+import s3kv.ops.gc.collect as gc_module
+import s3kv.ops.gc.lease as lease_module
 from s3kv import LeaseHeldError
-from s3kv.gc import gc
-from s3kv.gc_lease import break_lease
-from s3kv.listing import GC_LEASE_NAME
-from s3kv.location import parse_location
+from s3kv.naming.location import parse_location
+from s3kv.ops.gc.collect import gc
+from s3kv.ops.gc.lease import break_lease
+from s3kv.transfers.listing import GC_LEASE_NAME
 from tests.cli.day_two import cli
 from tests.conftest import Backend
 from tests.functional.test_gc_races import LATER, Hooked, _keys, _prefix, _write

@@ -19,16 +19,16 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-import s3kv.gc as gc_module
+import s3kv.ops.gc.collect as gc_module
 from s3kv import KeyMapper, LeaseHeldError, Namespace, Uploader, make_offload_key
-from s3kv.gc import gc
-from s3kv.gc_lease import GCLease
-from s3kv.inventory import inventory
-from s3kv.listing import GC_LEASE_NAME, walk
-from s3kv.location import parse_location
+from s3kv.naming.location import parse_location
+from s3kv.ops.gc.collect import gc
+from s3kv.ops.gc.lease import GCLease
+from s3kv.ops.inventory import inventory
 from s3kv.stores import PutOptions, open_store
 from s3kv.stores.s3 import S3Store
-from s3kv.transfer import BLOCK_TAGS
+from s3kv.transfers.listing import GC_LEASE_NAME, walk
+from s3kv.transfers.transfer import BLOCK_TAGS
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.functional

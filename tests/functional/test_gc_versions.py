@@ -17,7 +17,7 @@ import pytest
 
 from s3kv import KeyMapper, Namespace, UnsupportedByStoreError, Uploader, make_offload_key
 from s3kv.cli.gc import summary_line
-from s3kv.gc import gc
+from s3kv.ops.gc.collect import gc
 from s3kv.stores import open_store
 from tests.conftest import Backend
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-import s3kv.gc as gc_module
+import s3kv.ops.gc.collect as gc_module
 from s3kv import Downloader, KeyMapper, ManifestError, Namespace, Uploader, make_offload_key
-from s3kv.gc import gc
-from s3kv.location import parse_location
-from s3kv.manifest import MAX_MANIFEST_BYTES
+from s3kv.naming.location import parse_location
+from s3kv.naming.manifest import MAX_MANIFEST_BYTES
+from s3kv.ops.gc.collect import gc
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.functional

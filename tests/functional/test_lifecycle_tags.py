@@ -16,7 +16,7 @@ import pytest
 
 from s3kv import KeyMapper, Namespace, Uploader, make_offload_key
 from s3kv.cli.jsondoc import schema
-from s3kv.transfer import BLOCK_TAGS
+from s3kv.transfers.transfer import BLOCK_TAGS
 from tests.cli.day_two import cli
 from tests.conftest import Backend
 from tests.functional.test_gc_lease import _env

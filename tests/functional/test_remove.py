@@ -1,4 +1,4 @@
-"""Issue 29, point 1: forgetting namespaces (``s3kv rm``, :func:`s3kv.remove.remove`).
+"""Issue 29, point 1: forgetting namespaces (``s3kv rm``, :func:`s3kv.ops.remove.remove`).
 
 Every rank's blocks and the manifest go; other namespaces are never touched, also while a
 writer fills one of them (on moto, moto's server and Ceph RGW over HTTP and TLS: the
@@ -28,10 +28,10 @@ from s3kv import (
     Uploader,
     make_offload_key,
 )
-from s3kv.gc_lease import GCLease
-from s3kv.location import parse_location
+from s3kv.naming.location import parse_location
+from s3kv.ops.gc.lease import GCLease
+from s3kv.ops.remove import remove
 from s3kv.progress import Progress
-from s3kv.remove import remove
 from s3kv.stores import open_store
 from tests.conftest import Backend
 

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from s3kv import Namespace, Uploader
-from s3kv.chains import PARENT_METADATA_KEY
+from s3kv.naming.chains import PARENT_METADATA_KEY
 from s3kv.stores import Store, open_store
-from s3kv.transfer import BLOCK_TAGS
+from s3kv.transfers.transfer import BLOCK_TAGS
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.functional

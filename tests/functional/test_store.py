@@ -15,7 +15,7 @@ import pytest
 from s3kv import ObjectNotFoundError, SizeMismatchError
 from s3kv.integrity import compute
 from s3kv.stores import PutOptions, Store, open_store
-from s3kv.transfer import BLOCK_TAGS
+from s3kv.transfers.transfer import BLOCK_TAGS
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.functional

@@ -21,7 +21,7 @@ from s3kv import (
     Uploader,
     make_offload_key,
 )
-from s3kv.manifest import PROVENANCE_FIELD
+from s3kv.naming.manifest import PROVENANCE_FIELD
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.functional

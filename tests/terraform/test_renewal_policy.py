@@ -1,6 +1,6 @@
 """The writer policy grants what renewal needs and nothing more; readers cannot renew.
 
-Renewal (s3kv.renewal) copies a used block onto itself (CopyObject, tags copied), and on
+Renewal (s3kv.ops.gc.renewal) copies a used block onto itself (CopyObject, tags copied), and on
 stores that drop tags on such a copy (Ceph RGW) reads and writes the tags. Every action
 the writer policy names must be needed by an operation s3kv makes: the static list of
 test_policy_proof plus renewal's; the traced operations of the functional tests are

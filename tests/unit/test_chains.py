@@ -1,4 +1,4 @@
-"""s3kv.chains: the order gc deletes blocks near its cutoff in, as pure functions.
+"""s3kv.naming.chains: the order gc deletes blocks near its cutoff in, as pure functions.
 
 A prefix cache is a forest (chains share their heads). Whatever the Last-Modified of
 each block, deleting in :func:`delete_order` and stopping anywhere must leave every kept
@@ -12,10 +12,10 @@ import random
 
 import pytest
 
-from s3kv.chains import PARENT_METADATA_KEY, Node, delete_order, parent_key, parent_metadata
-from s3kv.keys import KeyMapper, make_offload_key
-from s3kv.namespace import Namespace
-from s3kv.parse import parse_key
+from s3kv.naming.chains import PARENT_METADATA_KEY, Node, delete_order, parent_key, parent_metadata
+from s3kv.naming.keys import KeyMapper, make_offload_key
+from s3kv.naming.namespace import Namespace
+from s3kv.naming.parse import parse_key
 
 pytestmark = pytest.mark.unit
 

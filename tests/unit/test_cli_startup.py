@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-HEAVY = ("boto3", "botocore", "awscrt", "pydantic", "s3kv.stores", "s3kv.namespace")
+HEAVY = ("boto3", "botocore", "awscrt", "pydantic", "s3kv.stores", "s3kv.naming.namespace")
 
 PROBE = """
 import contextlib, io, sys
@@ -43,6 +43,6 @@ def test_the_library_names_still_import_on_first_use() -> None:
     code = (
         "import sys, s3kv; assert 'boto3' not in sys.modules; "
         "from s3kv import Uploader, Namespace, S3Settings; "
-        "assert 'boto3' in sys.modules and Uploader.__module__ == 's3kv.uploader'"
+        "assert 'boto3' in sys.modules and Uploader.__module__ == 's3kv.transfers.uploader'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from s3kv import Namespace
 from s3kv.cli import main
 from s3kv.errors import InvalidLocationError, ManifestError, NotAnS3KVKeyError
-from s3kv.location import Location, parse_location
-from s3kv.manifest import parse_manifest
-from s3kv.parse import ParsedKey, parse_key
+from s3kv.naming.location import Location, parse_location
+from s3kv.naming.manifest import parse_manifest
+from s3kv.naming.parse import ParsedKey, parse_key
 
 pytestmark = pytest.mark.unit
 

@@ -10,9 +10,9 @@ import pytest
 from s3kv import Namespace
 from s3kv.cli import main
 from s3kv.errors import InvalidInputError, InvalidLocationError, ManifestError, SettingsError
-from s3kv.gc import gc
-from s3kv.location import parse_location
-from s3kv.manifest import MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, parse_manifest
+from s3kv.naming.location import parse_location
+from s3kv.naming.manifest import MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, parse_manifest
+from s3kv.ops.gc.collect import gc
 from s3kv.settings import S3Settings
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from s3kv.renewal_queue import RenewalQueue
+from s3kv.ops.gc.renewal_queue import RenewalQueue
 from s3kv.retry import backoff_delay, retry_delay
 from s3kv.settings import S3Settings
 

@@ -9,8 +9,8 @@ import pytest
 
 from s3kv import S3Settings
 from s3kv.errors import ObjectNotFoundError
-from s3kv.jobs import BlockResult
-from s3kv.pipeline import Done, PipelinedJob
+from s3kv.transfers.jobs import BlockResult
+from s3kv.transfers.pipeline import Done, PipelinedJob
 
 pytestmark = pytest.mark.unit
 

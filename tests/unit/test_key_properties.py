@@ -18,7 +18,7 @@ from s3kv import (
     parse_key,
     split_offload_key,
 )
-from s3kv.keys import KEY_STYLES, KeyStyle
+from s3kv.naming.keys import KEY_STYLES, KeyStyle
 
 from .oracle import base_path, file_name, run_config
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from s3kv.lookup import ROUNDS, LookupStats, fanout_for, prefix_length
+from s3kv.transfers.lookup import ROUNDS, LookupStats, fanout_for, prefix_length
 
 
 def search(

@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 
 from s3kv import InvalidNamespaceError, Namespace, Uploader, __version__
-from s3kv.listing import check_manifest
-from s3kv.manifest import (
+from s3kv.naming.manifest import (
     PROVENANCE_FIELD,
     Provenance,
     read_provenance,
     split_provenance,
     with_provenance,
 )
+from s3kv.transfers.listing import check_manifest
 
 pytestmark = pytest.mark.unit
 

@@ -20,13 +20,13 @@ PRELUDE = 'hashes: list[str] = ["ab" * 32, "cd" * 32]\n'
 
 # After the documented example: what each name it binds must be, as mypy sees it.
 REVEALED = {
-    "up": "s3kv.uploader.Uploader",
-    "down": "s3kv.downloader.Downloader",
+    "up": "s3kv.transfers.uploader.Uploader",
+    "down": "s3kv.transfers.downloader.Downloader",
     "report": "s3kv.report.TransferReport",
     "report.failed": "typing.Mapping[bytes, str]",
     "report.stored": "tuple[bytes, ...]",
     "hits": "int",
-    "job": "s3kv.jobs.TransferJob",
+    "job": "s3kv.transfers.jobs.TransferJob",
     "job.wait(1)": "s3kv.report.TransferReport",
     "down.contains(keys)": "list[bool]",
     "down.get_range(keys[0], start=0, end=4)": "bytes",

@@ -1,4 +1,4 @@
-"""s3kv.renewal.Renewer on an in-memory store: what is renewed, when, how often, by whom.
+"""s3kv.ops.gc.renewal.Renewer on an in-memory store: what is renewed, when, how often, by whom.
 
 The store keeps (Last-Modified, ETag, tags) per key on a fake clock, honours the copy's
 Last-Modified condition as S3 and Ceph RGW do (a write since that second fails it), and
@@ -18,7 +18,7 @@ import pytest
 from s3kv import AccessDeniedError
 from s3kv.errors import ObjectNotFoundError, StoreError, TransientStoreError
 from s3kv.integrity import METADATA_KEY, Checksum
-from s3kv.renewal import Renewer
+from s3kv.ops.gc.renewal import Renewer
 from s3kv.stores.base import ObjectDetails, ObjectInfo, PutOptions, Store
 
 pytestmark = pytest.mark.unit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from s3kv import S3Settings, SettingsError
-from s3kv.location import parse_location
+from s3kv.naming.location import parse_location
 
 pytestmark = pytest.mark.unit
 

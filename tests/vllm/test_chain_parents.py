@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from vllm.v1.kv_offload.base import ReqContext
 
-from s3kv.chains import PARENT_METADATA_KEY
+from s3kv.naming.chains import PARENT_METADATA_KEY
 from s3kv.vllm._chain import chunk_tokens, parents
 from tests.vllm import harness as h
 from tests.vllm import managed

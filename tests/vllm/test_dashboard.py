@@ -26,7 +26,7 @@ from vllm.v1.kv_offload.base import (
 )
 
 from s3kv.cli.ls_prometheus import exposition
-from s3kv.inventory import inventory
+from s3kv.ops.inventory import inventory
 from s3kv.settings import S3Settings
 from s3kv.vllm._metrics import metric_definitions
 from tests.conftest import ARTIFACTS, ROOT

@@ -1,7 +1,7 @@
 """Eviction by last use with ``s3kv gc`` (vLLM's real classes, moto's server and RGW).
 
 Chains are stored and used through vLLM's ``TieringOffloadingManager`` with s3kv's tier
-(``renew_after`` 1 s), then collected with :func:`s3kv.gc.gc`:
+(``renew_after`` 1 s), then collected with :func:`s3kv.ops.gc.collect.gc`:
 
 * ``--older-than``: a hot chain used throughout survives; cold chains written at the
   same time go, whole; a chain kept alive by ``touch`` alone survives too;
@@ -28,7 +28,7 @@ from botocore.config import Config
 from vllm.v1.kv_offload.base import LookupResult, ReqContext
 
 from s3kv import S3Settings
-from s3kv.gc import gc
+from s3kv.ops.gc.collect import gc
 from tests.vllm import harness, managed
 
 pytestmark = pytest.mark.vllm
@@ -170,7 +170,7 @@ def test_a_chain_loaded_after_gc_listed_it_survives_and_the_cold_one_goes(
 ) -> None:
     import threading
 
-    import s3kv.gc as gc_module
+    import s3kv.ops.gc.collect as gc_module
 
     hot, cold = harness.keys(4, start=1400), harness.keys(4, start=1410)
     with managed.manager_with(endpoint.entry(bucket), chunks=24) as manager:

@@ -11,7 +11,7 @@ from vllm.v1.kv_offload.base import LookupResult
 
 from s3kv import S3Settings, integrity
 from s3kv.stores import LocalStore, PutOptions, S3Store
-from s3kv.transfer import BLOCK_TAGS
+from s3kv.transfers.transfer import BLOCK_TAGS
 from tests.vllm import harness as h
 
 pytestmark = pytest.mark.vllm

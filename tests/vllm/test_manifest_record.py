@@ -21,8 +21,8 @@ from vllm.v1.kv_offload.base import LookupResult
 from vllm.v1.kv_offload.file_mapper import FileMapper
 
 from s3kv import Namespace, S3Settings, __version__
-from s3kv.manifest import PROVENANCE_FIELD
-from s3kv.sync import sync
+from s3kv.naming.manifest import PROVENANCE_FIELD
+from s3kv.ops.sync import sync
 from tests.vllm import harness as h
 
 pytestmark = pytest.mark.vllm

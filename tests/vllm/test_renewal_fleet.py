@@ -27,7 +27,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from s3kv.verify import verify
+from s3kv.ops.verify import verify
 from s3kv.vllm._metrics import RETAGS
 from tests.faults.proxy import FaultProxy, Request
 from tests.vllm import harness as h

@@ -19,8 +19,8 @@ import pytest
 from vllm.v1.kv_offload.base import LookupResult
 
 from s3kv import S3Settings
+from s3kv.ops.remove import remove
 from s3kv.progress import Progress
-from s3kv.remove import remove
 from tests.vllm import harness as h
 
 pytestmark = pytest.mark.vllm

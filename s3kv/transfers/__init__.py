@@ -1,0 +1,9 @@
+"""Listings and transfers: blocks to a store and back, and walks over a location's keys.
+
+``uploader`` and ``downloader`` are the library's block API (create-only, checksummed,
+zero-copy into the caller's rows); ``jobs`` and ``pipeline`` run a batch without blocking
+the caller (vLLM's scheduler polls them); ``writes`` is the create-only rule, written
+once; ``transfer`` the one-shot batch helpers; ``lookup`` answers "which of these blocks
+are stored"; ``listing`` walks a location's keys once and reads its manifests. May import
+the foundations, ``s3kv.naming`` and ``s3kv.stores``, never operations or front ends.
+"""

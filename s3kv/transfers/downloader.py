@@ -1,0 +1,387 @@
+"""Reading a namespace's blocks: lookups, verified zero-copy loads, ranged reads."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from s3kv import integrity
+from s3kv.errors import (
+    ChecksumMismatchError,
+    IntegrityError,
+    InvalidInputError,
+    ManifestMismatchError,
+    ManifestMissingError,
+    ObjectNotFoundError,
+    SizeMismatchError,
+    TransientStoreError,
+)
+from s3kv.naming.keys import KeyStyle
+from s3kv.naming.location import Location
+from s3kv.naming.namespace import Namespace
+from s3kv.report import TransferReport
+from s3kv.retry import with_retries
+from s3kv.settings import S3Settings
+from s3kv.stores import Cancel, ObjectInfo, Store
+from s3kv.transfers.jobs import BlockResult, TransferJob
+from s3kv.transfers.lookup import LookupStats, PresenceCache, prefix_length
+from s3kv.transfers.pipeline import Done, PipelinedJob
+from s3kv.transfers.transfer import (
+    BlockBuffer,
+    BlockId,
+    Transfer,
+    as_bytes_view,
+    offload_key_of,
+    refuse_duplicates,
+)
+
+INTEGRITY_RETRIES = 1
+"""Re-read a block once after a checksum mismatch: it may have been damaged in flight."""
+
+
+class Downloader(Transfer):
+    """Looks up and loads blocks of one namespace from a location.
+
+    By default the namespace's manifest must exist and hash to the namespace's digest
+    (checked once, before the first read); pass ``require_manifest=False`` for caches
+    written without one (vLLM's object-store tier).
+
+    A block that carries no recorded checksum (the obj tier's, another client's, any
+    block in a directory) cannot be verified, only size-checked: every block of a
+    namespace has one size (the CPU row stride), taken from the caller's buffer, else
+    from ``block_size_bytes``, else learned from the first block whose checksum this
+    Downloader verified. A 0-byte block is never valid. Such blocks read from S3 are
+    reported done and listed in the report's ``unverified_keys`` (a directory records no
+    checksum by design: its blocks are not counted).
+    """
+
+    def __init__(
+        self,
+        location: str | os.PathLike[str] | Location,
+        namespace: Namespace,
+        *,
+        settings: S3Settings | None = None,
+        style: KeyStyle = "s3kv",
+        store: Store | None = None,
+        concurrency: int | None = None,
+        require_manifest: bool = True,
+        lookup_fanout: int | None = None,
+        presence_cache: PresenceCache | None = None,
+        block_size_bytes: int | None = None,
+    ) -> None:
+        super().__init__(
+            location,
+            namespace,
+            settings=settings,
+            style=style,
+            store=store,
+            concurrency=concurrency,
+        )
+        if block_size_bytes is not None and block_size_bytes <= 0:
+            raise InvalidInputError(f"block_size_bytes must be positive; got {block_size_bytes}")
+        self.block_size_bytes = block_size_bytes
+        self.require_manifest = require_manifest
+        # None: sized per chain so a lookup takes at most s3kv.transfers.lookup.ROUNDS round trips.
+        self.lookup_fanout = None if lookup_fanout is None else max(1, lookup_fanout)
+        self.presence = presence_cache if presence_cache is not None else PresenceCache()
+        self.last_lookup = LookupStats()
+        self._manifest_checked = False
+
+    # -- manifest ---------------------------------------------------------------------
+
+    def verify_manifest(self, *, allow_missing: bool = False) -> Namespace | None:
+        """Check that the stored manifest's fields hash to this namespace's digest.
+
+        Returns the namespace it describes, or None if there is none and
+        ``allow_missing`` is set; otherwise raises :class:`ManifestMissingError`.
+        """
+        self._check_open()
+        url = self.url_for(self.keys.config_key())
+        stored = self.read_manifest()
+        if stored is None:
+            if allow_missing:
+                return None
+            raise ManifestMissingError(
+                f"{url}: no manifest; push the cache with s3kv (which writes it first), or "
+                "read without one (require_manifest=False) if vLLM's object-store tier wrote it"
+            )
+        if stored.digest != self.namespace.digest:
+            raise ManifestMismatchError(
+                f"{url}: its fields hash to {stored.digest}, not to the folder's digest "
+                f"{self.namespace.digest}.\n  stored: {stored.fields}\n"
+                f"  expected: {self.namespace.fields}"
+            )
+        return stored
+
+    def _check_manifest(self) -> None:
+        if not self._manifest_checked:
+            self.verify_manifest(allow_missing=not self.require_manifest)
+            self._manifest_checked = True
+
+    # -- presence ---------------------------------------------------------------------
+
+    def contains(self, keys: Sequence[BlockId]) -> list[bool]:
+        """Whether each block exists (concurrent HEADs; answers are cached)."""
+        self._check_open()
+        self._check_manifest()
+        return self._probe([self.keys.key_for(offload_key_of(k)) for k in keys])
+
+    def lookup(self, keys: Sequence[BlockId]) -> int:
+        """How many leading blocks of the chain ``keys`` are stored (vLLM's prefix hits).
+
+        At most 3 round trips of concurrent HEADs (2,048 keys: at most 38 HEADs); see
+        :mod:`s3kv.transfers.lookup` for the fanout's cost and for chains with holes.
+        """
+        self._check_open()
+        self._check_manifest()
+        object_keys = [self.keys.key_for(offload_key_of(k)) for k in keys]
+        stats = LookupStats()
+        sent_before = self._requests
+
+        def probe(positions: Sequence[int]) -> Sequence[bool]:
+            return self._probe([object_keys[p] for p in positions])
+
+        result = prefix_length(len(object_keys), probe, stats=stats, fanout=self.lookup_fanout)
+        stats.requests = self._requests - sent_before
+        self.last_lookup = stats
+        return result
+
+    _requests = 0
+
+    def _probe(self, object_keys: Sequence[str]) -> list[bool]:
+        answers: list[bool | None] = [self.presence.get(k) for k in object_keys]
+        unknown = [i for i, a in enumerate(answers) if a is None]
+        if unknown:
+            self._requests += len(unknown)
+
+            def head(key: str) -> bool:
+                return with_retries(lambda: self.store.head(key), self.settings) is not None
+
+            if len(unknown) == 1:
+                found = [head(object_keys[unknown[0]])]
+            else:
+                found = list(self.executor.map(head, [object_keys[i] for i in unknown]))
+            for i, present in zip(unknown, found):
+                answers[i] = present
+                self.presence.put(object_keys[i], present)
+        return [bool(a) for a in answers]
+
+    # -- loads ------------------------------------------------------------------------
+
+    def get_blocks(
+        self,
+        keys: Sequence[BlockId],
+        into: Sequence[BlockBuffer] | Mapping[bytes, BlockBuffer] | None = None,
+    ) -> TransferReport:
+        """Load blocks and wait. See :meth:`submit_get_blocks`."""
+        return self.submit_get_blocks(keys, into).wait()
+
+    def submit_get_blocks(
+        self,
+        keys: Sequence[BlockId],
+        into: Sequence[BlockBuffer] | Mapping[bytes, BlockBuffer] | None = None,
+        *,
+        on_done: Callable[[TransferJob], None] | None = None,
+    ) -> TransferJob:
+        """Start loading blocks; returns a job to poll, wait on or cancel.
+
+        With ``into`` (a sequence of writable buffers aligned with ``keys``, or a mapping
+        key -> buffer, e.g. rows of a preallocated array), bytes land directly in the
+        buffers; each buffer must be exactly its block's size. Without it, the report's
+        ``data`` holds the bytes. Buffers are checked before any request (contiguous,
+        writable, non-empty, readable as bytes; else :class:`InvalidInputError`), and a
+        key given twice is refused. A block that fails, whatever the reason (checksum,
+        size, a read that died midway), is reported failed and its buffer zeroed; a
+        block that does not exist is reported missing and its buffer left alone.
+        ``on_done(job)`` runs once, on the thread that finished the last block.
+        """
+        self._check_open()
+        self._check_manifest()
+        offload_keys = [offload_key_of(k) for k in keys]
+        refuse_duplicates(offload_keys)
+        buffers: list[memoryview | None]
+        if into is None:
+            buffers = [None] * len(offload_keys)
+        elif isinstance(into, Mapping):
+            buffers = [as_bytes_view(into[k], k, writable=True) for k in offload_keys]
+        else:
+            if len(into) != len(offload_keys):
+                raise InvalidInputError(
+                    f"into has {len(into)} buffers for {len(offload_keys)} keys; pass one "
+                    "buffer per key"
+                )
+            buffers = [as_bytes_view(b, k, writable=True) for k, b in zip(offload_keys, into)]
+        if into is not None and all(
+            b is not None and self.store.can_submit(len(b)) for b in buffers
+        ):
+            sized = [b for b in buffers if b is not None]
+            parts, window = self.store.plan_loads(
+                len(sized), max(len(b) for b in sized) if sized else 0, self.concurrency
+            )
+            attempts = [
+                _GetAttempt(self, k, b, parts=parts) for k, b in zip(offload_keys, buffers) if b
+            ]
+            return PipelinedJob(
+                "download",
+                attempts,
+                window=window,
+                settings=self.settings,
+                on_done=on_done,
+            )
+        tasks = [(k, self._task(k, b)) for k, b in zip(offload_keys, buffers)]
+        return TransferJob(
+            "download", self.executor, tasks, parallelism=self.concurrency, on_done=on_done
+        )
+
+    def _task(self, key: bytes, buffer: memoryview | None) -> Any:
+        object_key = self.keys.key_for(key)
+        where = self.url_for(object_key)
+
+        def attempts(cancelled: threading.Event) -> BlockResult:
+            for attempt in range(INTEGRITY_RETRIES + 1):
+                try:
+                    return self._load(key, object_key, buffer, where, cancelled)
+                except ObjectNotFoundError:
+                    self.presence.forget(object_key)
+                    return BlockResult(key, "missing")
+                except SizeMismatchError as exc:
+                    return BlockResult(key, "failed", reason=str(exc))
+                except IntegrityError as exc:
+                    if attempt == INTEGRITY_RETRIES:
+                        return BlockResult(key, "failed", reason=str(exc))
+            raise AssertionError("unreachable")
+
+        def run(cancelled: threading.Event) -> BlockResult:
+            # Every failure zeroes the buffer: a read that died midway, a short or corrupt
+            # block, or one refused by size may have left bytes a caller could mistake.
+            try:
+                result = attempts(cancelled)
+            except BaseException:
+                _zero(buffer)
+                raise
+            if result.outcome == "failed":
+                _zero(buffer)
+            return result
+
+        return run
+
+    def _load(
+        self,
+        key: bytes,
+        object_key: str,
+        buffer: memoryview | None,
+        where: str,
+        cancelled: threading.Event,
+    ) -> BlockResult:
+        if buffer is None:
+            # Never more than a block of this namespace, where its size is known.
+            limit = self.block_size_bytes
+            data, info = with_retries(
+                lambda: self.store.get(object_key, max_bytes=limit),
+                self.settings,
+                cancelled=cancelled,
+            )
+            view: memoryview = memoryview(data)
+        else:
+            info = with_retries(
+                lambda: self.store.get_into(object_key, buffer), self.settings, cancelled=cancelled
+            )
+            view = buffer
+        return self._loaded(key, object_key, view, info, where, data if buffer is None else None)
+
+    def _loaded(
+        self,
+        key: bytes,
+        object_key: str,
+        view: memoryview,
+        info: ObjectInfo,
+        where: str,
+        data: bytes | None = None,
+    ) -> BlockResult:
+        """A block that arrived whole: its checksum verified (raises
+        :class:`ChecksumMismatchError`), or, without one, its size checked (raises
+        :class:`SizeMismatchError`); its presence remembered, its result."""
+        if info.checksum is not None:
+            integrity.verify(info.checksum, view, where=where)
+            if self.block_size_bytes is None and len(view):
+                self.block_size_bytes = len(view)  # the namespace's row size, now known
+        else:
+            expected = len(view) if data is None else self.block_size_bytes
+            integrity.check_size(len(view), expected, where=where)
+        self.presence.put(object_key, True)
+        # "unverified" is a block read from S3 without its recorded checksum; a directory
+        # records none by design, so its blocks are never counted (docs/operations.md).
+        verified = info.checksum is not None or self.store.is_local
+        return BlockResult(key, "done", nbytes=info.size, verified=verified, data=data)
+
+    def get_range(self, key: BlockId, *, start: int, end: int | None = None) -> bytes:
+        """Bytes ``[start, end)`` of one block (``end`` exclusive; None: to the end).
+
+        Not checksummed: a checksum covers the whole block.
+        """
+        self._check_open()
+        if start < 0 or (end is not None and end < start):
+            raise InvalidInputError(f"bad range start={start}, end={end}; need 0 <= start <= end")
+        self._check_manifest()
+        object_key = self.keys.key_for(offload_key_of(key))
+        return with_retries(
+            lambda: self.store.get_range(object_key, start=start, end=end), self.settings
+        )
+
+
+def _zero(buffer: memoryview | None) -> None:
+    """Wipe a caller's buffer so no partial or corrupt block can be mistaken for data."""
+    if buffer is None or len(buffer) == 0:
+        return
+    ctypes.memset((ctypes.c_char * len(buffer)).from_buffer(buffer), 0, len(buffer))
+
+
+class _GetAttempt:
+    """One block's GET into its buffer on a store that submits without blocking."""
+
+    __slots__ = ("buffer", "downloader", "key", "object_key", "parts", "rereads", "where")
+
+    def __init__(
+        self, downloader: Downloader, key: bytes, buffer: memoryview, *, parts: int = 1
+    ) -> None:
+        self.downloader, self.key, self.buffer, self.parts = downloader, key, buffer, parts
+        self.object_key = downloader.keys.key_for(key)
+        self.where = downloader.url_for(self.object_key)
+        self.rereads = 0
+
+    def start(self, done: Done) -> Cancel:
+        down, key = self.downloader, self.key
+
+        def finished(info: ObjectInfo | None, error: BaseException | None) -> None:
+            if isinstance(error, ObjectNotFoundError):
+                down.presence.forget(self.object_key)
+                done(BlockResult(key, "missing"), None)
+            elif isinstance(error, SizeMismatchError):
+                done(self.give_up(str(error)), None)
+            elif error is not None or info is None:
+                done(None, error)  # the job retries transient errors, then give_up()
+            else:
+                try:
+                    result = down._loaded(key, self.object_key, self.buffer, info, self.where)
+                except SizeMismatchError as exc:
+                    done(self.give_up(str(exc)), None)
+                    return
+                except ChecksumMismatchError as exc:
+                    if self.rereads < INTEGRITY_RETRIES:  # may have been damaged in flight
+                        self.rereads += 1
+                        done(None, TransientStoreError(str(exc)))
+                    else:
+                        done(self.give_up(str(exc)), None)
+                    return
+                done(result, None)
+
+        return down.store.submit_get_into(
+            self.object_key, self.buffer, done.guard(finished), parts=self.parts
+        )
+
+    def give_up(self, reason: str) -> BlockResult:
+        _zero(self.buffer)  # no partial or corrupt block may be mistaken for data
+        return BlockResult(self.key, "failed", reason=reason)

@@ -1,0 +1,262 @@
+"""Writing a namespace's manifest and blocks: create-only, concurrent, checksummed."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from s3kv import integrity
+from s3kv.errors import NamespaceConflictError, S3KVError
+from s3kv.naming.chains import parent_metadata
+from s3kv.naming.keys import KeyStyle
+from s3kv.naming.location import Location
+from s3kv.naming.manifest import Provenance, with_provenance
+from s3kv.naming.namespace import Namespace
+from s3kv.report import TransferReport
+from s3kv.retry import with_retries
+from s3kv.settings import S3Settings
+from s3kv.stores import Cancel, PutOptions, Store
+from s3kv.transfers.jobs import BlockResult, TransferJob
+from s3kv.transfers.listing import read_capped
+from s3kv.transfers.pipeline import Done, PipelinedJob
+from s3kv.transfers.transfer import (
+    BLOCK_TAGS,
+    BlockBuffer,
+    BlockId,
+    BlockIdT,
+    Transfer,
+    as_bytes_view,
+    offload_key_of,
+    pairs_of,
+    refuse_duplicates,
+)
+from s3kv.transfers.writes import landed, prove_create_only, put_create_only, write_id
+
+MANIFEST_OPTIONS = PutOptions(create_only=True)
+MANIFEST_RECHECK_SECONDS = 30.0
+"""How often a long-lived Uploader (the vLLM tier's) checks that its manifest is still
+there before it stores more blocks: ``gc --delete-empty-manifests`` may have removed it
+while the namespace was empty. One HEAD per interval, only when blocks are stored."""
+
+logger = logging.getLogger("s3kv")
+
+
+class Uploader(Transfer):
+    """Stores blocks of one namespace at a location (``s3://bucket/prefix`` or a directory).
+
+    >>> with Uploader("s3://bucket/kv", namespace) as up:       # doctest: +SKIP
+    ...     report = up.put_blocks({offload_key: row, ...})
+    ...     report.stored, report.already_present, report.failed
+
+    The manifest (``config.json``) is created before the first block is written, and
+    proves the store honours create-only writes (:mod:`s3kv.transfers.writes`). Blocks are written
+    create-only: an existing block is never rewritten.
+
+    The manifest it creates records when, by which s3kv and, given ``vllm_version`` (the
+    vLLM tier gives its own), for which vLLM (:class:`s3kv.naming.manifest.Provenance`; not
+    hashed: the folder digest is vLLM's). ``s3kv ls`` shows them.
+    """
+
+    _manifest_ready = False
+    _manifest_data: bytes | None = None
+    _manifest_seen_at = 0.0
+    manifest_recheck_seconds = MANIFEST_RECHECK_SECONDS
+
+    def __init__(
+        self,
+        location: str | os.PathLike[str] | Location,
+        namespace: Namespace,
+        *,
+        settings: S3Settings | None = None,
+        style: KeyStyle = "s3kv",
+        store: Store | None = None,
+        concurrency: int | None = None,
+        vllm_version: str | None = None,
+    ) -> None:
+        super().__init__(
+            location, namespace, settings=settings, style=style, store=store,
+            concurrency=concurrency,
+        )  # fmt: skip
+        self.vllm_version = vllm_version
+
+    def ensure_manifest(self) -> bool:
+        """Create the namespace's ``config.json`` if absent; True if this call created it.
+
+        An existing manifest must hold the same fields, else :class:`NamespaceConflictError`
+        shows both; an unreadable one raises :class:`ManifestError`. Once found, it is
+        looked for again (a HEAD) at most every ``manifest_recheck_seconds``, and written
+        again if it vanished (``gc --delete-empty-manifests`` of a namespace that was empty).
+        """
+        self._check_open()
+        if self._manifest_ready and not self._manifest_vanished():
+            return False
+        # Read first: a cluster holding only a reader policy can then start on a cache a
+        # writer already described; the create-only PUT settles races between writers.
+        theirs = self.read_manifest()
+        created = False
+        key = self.keys.config_key()
+        # A manifest that vanished is written again as it was (its record included).
+        data = self._manifest_data or with_provenance(
+            self.namespace.fields, Provenance.now(vllm_version=self.vllm_version))
+        if theirs is None:
+            created = put_create_only(self.store, key, data, MANIFEST_OPTIONS, self.settings)
+            if not created:
+                theirs = self.read_manifest()
+        if theirs is not None and theirs.fields != self.namespace.fields:
+            raise NamespaceConflictError(
+                f"{self.url_for(self.keys.config_key())} holds a different run config than "
+                f"this namespace.\n  stored: {theirs.fields}\n  ours:   {self.namespace.fields}\n"
+                "Two configurations hashed to one folder digest should never happen; "
+                "check who wrote this manifest, or use another prefix."
+            )
+        stored = data if created else read_capped(self.store, key, self.settings)
+        prove_create_only(self.store, key, stored, self.settings)
+        self._manifest_data = stored
+        self._manifest_ready = True
+        self._manifest_seen_at = time.monotonic()
+        return created
+
+    def _manifest_vanished(self) -> bool:
+        """Whether a re-check (due every ``manifest_recheck_seconds``) finds it gone."""
+        if time.monotonic() - self._manifest_seen_at < self.manifest_recheck_seconds:
+            return False
+        key = self.keys.config_key()
+        try:
+            found = with_retries(lambda: self.store.head(key), self.settings) is not None
+        except S3KVError as exc:  # blocks can still be stored; try again next time
+            logger.debug("s3kv: re-check of %s failed: %s", self.url_for(key), exc)
+            return False
+        if found:
+            self._manifest_seen_at = time.monotonic()
+            return False
+        logger.info("s3kv: %s vanished (collected by gc?); writing it again", self.url_for(key))
+        self._manifest_ready = False
+        return True
+
+    def put_blocks(
+        self,
+        items: Mapping[BlockIdT, BlockBuffer] | Iterable[tuple[BlockId, BlockBuffer]],
+        *,
+        parents: Mapping[bytes, bytes] | None = None,
+    ) -> TransferReport:
+        """Store blocks and wait; returns what was stored, already present and failed."""
+        return self.submit_put_blocks(items, parents=parents).wait()
+
+    def submit_put_blocks(
+        self,
+        items: Mapping[BlockIdT, BlockBuffer] | Iterable[tuple[BlockId, BlockBuffer]],
+        *,
+        on_done: Callable[[TransferJob], None] | None = None,
+        parents: Mapping[bytes, bytes] | None = None,
+    ) -> TransferJob:
+        """Start storing blocks; returns a job to poll, wait on or cancel.
+
+        ``items`` maps OffloadKeys (or ``(hash, group)``) to bytes-like buffers (bytes,
+        bytearray, memoryview, numpy rows). Buffers are sent as they are, not copied;
+        keep them unchanged until the job is done. ``on_done(job)`` runs once, on the
+        thread that finished the last block, after the report is ready. Buffers are
+        checked before any request (contiguous, non-empty, readable as bytes; else
+        :class:`InvalidInputError`), and a key given twice is refused, so each key lands
+        in exactly one outcome.
+
+        ``parents`` maps an OffloadKey to its parent's (the block before it in its
+        chain), written with the block as metadata (:mod:`s3kv.naming.chains`): ``gc`` then
+        keeps a prefix of every chain. vLLM's tier passes what the scheduler knows.
+        """
+        self._check_open()
+        parents = parents or {}
+        blocks = []
+        for block, buffer in pairs_of(items):
+            key = offload_key_of(block)
+            blocks.append((key, as_bytes_view(buffer, key, writable=False)))
+        refuse_duplicates(key for key, _ in blocks)
+        self.ensure_manifest()
+        if all(self.store.can_submit(len(view)) for _, view in blocks):
+            attempts = [_PutAttempt(self, key, view, parents.get(key)) for key, view in blocks]
+            return PipelinedJob(
+                "upload",
+                attempts,
+                window=self.concurrency,
+                settings=self.settings,
+                on_done=on_done,
+            )
+        tasks = [(key, self._task(key, view, parents.get(key))) for key, view in blocks]
+        return TransferJob(
+            "upload", self.executor, tasks, parallelism=self.concurrency, on_done=on_done
+        )
+
+    def _task(self, key: bytes, view: memoryview, parent: bytes | None) -> Any:
+        object_key = self.keys.key_for(key)
+
+        def run(cancelled: threading.Event) -> BlockResult:
+            options = PutOptions(
+                create_only=True,
+                checksum=integrity.compute(self.settings.checksum, view),
+                tags=BLOCK_TAGS,
+                write_id=write_id(),
+                metadata=parent_metadata(parent),
+            )
+            created = put_create_only(
+                self.store, object_key, view, options, self.settings, cancelled=cancelled
+            )
+            if created:
+                return BlockResult(key, "done", nbytes=len(view))
+            return BlockResult(key, "already_present")
+
+        return run
+
+
+class _PutAttempt:
+    """One block's create-only PUT on a store that submits without blocking."""
+
+    __slots__ = ("key", "object_key", "options", "parent", "uploader", "view")
+
+    def __init__(
+        self, uploader: Uploader, key: bytes, view: memoryview, parent: bytes | None
+    ) -> None:
+        self.uploader, self.key, self.view, self.parent = uploader, key, view, parent
+        self.object_key = uploader.keys.key_for(key)
+        self.options: PutOptions | None = None  # at the first start, off the caller's thread
+
+    def start(self, done: Done) -> Cancel:
+        up, key, size = self.uploader, self.key, len(self.view)
+        options = self.options
+        if options is None:  # a retry reuses the checksum: the bytes have not changed
+            options = self.options = PutOptions(
+                create_only=True,
+                checksum=integrity.compute(up.settings.checksum, self.view),
+                tags=BLOCK_TAGS,
+                write_id=write_id(),
+                metadata=parent_metadata(self.parent),
+            )
+
+        def finished(created: bool | None, error: BaseException | None) -> None:
+            if error is not None:
+                done(None, error)
+            elif created:
+                done(BlockResult(key, "done", nbytes=size), None)
+            else:
+                # 412: a HEAD tells whose object it is (writes.landed), off the
+                # transport's thread (a blocking request there could stall its loop).
+                up.executor.submit(self._settle_412, options, done)
+
+        return up.store.submit_put(self.object_key, self.view, options, done.guard(finished))
+
+    def _settle_412(self, options: PutOptions, done: Done) -> None:
+        up = self.uploader
+        try:
+            ours = landed(up.store, self.object_key, options, len(self.view))
+        except BaseException as exc:
+            done(None, exc)
+            return
+        if ours:
+            done(BlockResult(self.key, "done", nbytes=len(self.view)), None)
+        else:
+            done(BlockResult(self.key, "already_present"), None)
+
+    def give_up(self, reason: str) -> BlockResult:
+        return BlockResult(self.key, "failed", reason=reason)
