@@ -101,8 +101,9 @@ def _listing(s3: Any, bucket: str) -> list[str]:
 
 
 def record_moto() -> list[dict[str, Any]]:
-    from s3kv.demo import embedded_s3
     from tests.functional.proxy import FaultProxy
+
+    from s3kv.demo import embedded_s3
 
     cases = []
     with embedded_s3() as url, FaultProxy(url, lambda method, path, n: None) as proxy:
