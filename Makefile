@@ -39,7 +39,7 @@ check: lint
 		-m "not server and not venv and not after_functional" --durations=5
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check s3kv tests bench
+	$(VENV)/bin/ruff check s3kv tests bench scripts
 	$(VENV)/bin/mypy
 
 unit: $(STAMP)
@@ -98,11 +98,11 @@ bench-docs: $(STAMP) rgw-deps vllm-venv
 	$(PY) bench/bench_rgw.py $(QUIET) --json-dir docs/img
 	$(ENGINE_PY) bench/bench_ttft.py $(QUIET)
 	$(PY) bench/bench_ttft.py --redraw docs/img/ttft.json
-	$(PY) bench/doc_figures.py
+	$(PY) scripts/doc_figures.py
 
 ## The docs' figures from the JSON already in docs/img/ (no measuring).
 docs: $(STAMP)
-	$(PY) bench/doc_figures.py
+	$(PY) scripts/doc_figures.py
 
 clean:
 	rm -rf $(VENV) .venv-vllm .venv-vllm-engine .venv-checkov .pytest_cache .mypy_cache .ruff_cache .s3kv-test-artifacts

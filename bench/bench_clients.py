@@ -11,11 +11,11 @@ last commit with s3kv's own HTTP/1.1 client for blocks of 1 MiB and more: the ke
 into the row, TLS through Python's ssl; awscrt below 1 MiB), ``obstore`` (object_store,
 Rust), ``urllib3`` (readinto the row, botocore's SigV4) and ``boto3``. Each moves the same
 blocks (GET into preallocated rows, PUT from them; each computes CRC32C over every block)
-at ``--concurrency`` requests in flight, in a process of its own (bench/_client_worker.py:
-its own CPU, and the stand-in EngineCore loop of bench/_engine_loop.py on its main
+at ``--concurrency`` requests in flight, in a process of its own (bench/lib/client_worker.py:
+its own CPU, and the stand-in EngineCore loop of bench/lib/engine_loop.py on its main
 thread: how much of the interpreter the client leaves to the scheduler). Links: RGW 16
 on loopback over HTTP and TLS. Rounds are interleaved (the client order rotates); tables
-give medians with min-max. It refuses to start on a loaded machine (bench/_trust.py).
+give medians with min-max. It refuses to start on a loaded machine (bench/lib/trust.py).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))  # s3kv, bench.lib and scripts from this checkout
 
-import _trust  # noqa: E402
+from bench.lib import results  # noqa: E402
+from bench.lib import trust as _trust  # noqa: E402
 
 MiB = 1 << 20
 PREVIOUS = "0651360"
@@ -89,7 +89,8 @@ def _drop_puts(link: Any, bucket: str) -> None:
 
 def measure(spec: dict[str, Any], pythonpath: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": pythonpath, "AWS_EC2_METADATA_DISABLED": "true"}
-    proc = subprocess.run([sys.executable, str(HERE / "_client_worker.py"), json.dumps(spec)],
+    worker = HERE / "lib" / "client_worker.py"
+    proc = subprocess.run([sys.executable, str(worker), json.dumps(spec)],
                           capture_output=True, text=True, env=env, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(f"{spec['client']} {spec['op']} {spec['size']}: "
@@ -100,7 +101,8 @@ def measure(spec: dict[str, Any], pythonpath: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
-    from _links import links
+
+    from bench.lib.links import links
 
     os.environ.update({"AWS_EC2_METADATA_DISABLED": "true", "AWS_REGION": "us-east-1"})
     results: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
@@ -165,13 +167,12 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
             row[f"{metric}_min"], row[f"{metric}_max"] = min(values), max(values)
         rows.append(_trust.mark(row, {m: [g[m] for g in runs]
                                       for m in ("mib_s", "cpu_s_per_gib", "steps_per_s")}))
-    from _charts import machine
 
     meta = {"command": "bench/bench_clients.py " + " ".join(sys.argv[1:]),
             "previous": args.previous, "concurrency": args.concurrency, "errors": errors,
             "rounds": args.rounds, "cpus": os.cpu_count(), "python": platform.python_version(),
             "versions": _trust.versions("s3kv", "awscrt", "obstore", "urllib3", "boto3"),
-            "machine": machine(shared=trust["loaded"])}
+            "machine": _trust.machine(shared=trust["loaded"])}
     return _trust.stamp({"meta": meta, "rows": rows}, trust)
 
 
@@ -219,16 +220,13 @@ def table(doc: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.table:
-        print(table(json.loads(args.table.read_text())))
+    if results.from_saved(args, table):
         return 0
     trust = _trust.gate(args)
     started = time.monotonic()
     doc = run(args, trust)
     print(table(doc))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.json} in {time.monotonic() - started:.0f} s")
+    print(f"wrote {results.write(doc, args.json)} in {time.monotonic() - started:.0f} s")
     return 0
 
 

@@ -6,7 +6,7 @@
 vLLM's FileMapper is taken from an installed vllm==0.33.0 when importable (make
 vllm-venv), else from the nearest shared/reference/vllm_file_mapper.py.txt up (vLLM's file, its two
 vLLM imports stubbed). Each row is the median of --repeat interleaved rounds (the order
-of the operations alternates); it refuses to run on a loaded machine (bench/_trust.py).
+of the operations alternates); it refuses to run on a loaded machine (bench/lib/trust.py).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # s3kv, bench.lib, scripts
 
-import _trust  # noqa: E402
-
-from s3kv import KeyMapper, Namespace, parse_key  # noqa: E402
+from bench.lib import results
+from bench.lib import trust as _trust
+from s3kv import KeyMapper, Namespace, parse_key
 
 # shared/ sits beside the repository (or above a worktree of it): the nearest one up.
 REFERENCE = next(
@@ -102,11 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--table", metavar="JSON", help="only print a saved --json's table")
     _trust.add_arguments(parser)
     opts = parser.parse_args(argv)
-    if opts.redraw:
-        print(chart(json.loads(Path(opts.redraw).read_text()), opts.chart))
-        return
-    if opts.table:
-        print(markdown(json.loads(Path(opts.table).read_text())))
+    if results.from_saved(opts, markdown, chart):
         return
     trust = _trust.gate(opts)
     n = opts.keys
@@ -129,7 +125,6 @@ def main(argv: list[str] | None = None) -> None:
     for r in range(opts.repeat):  # rounds interleave the operations; the order alternates
         for name, fn in ops if r % 2 == 0 else ops[::-1]:
             runs[name].append(rate(fn, n))
-    from _charts import machine
 
     rows = [_trust.mark({"operation": name, "keys_per_s": statistics.median(rates),
                          "keys_per_s_runs": [round(v) for v in rates]},
@@ -139,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         "repeat": opts.repeat,
         "vllm_source": source,
         "argv": sys.argv[1:] if argv is None else argv,
-        "machine": machine(shared=trust["loaded"]),
+        "machine": _trust.machine(shared=trust["loaded"]),
         "rows": rows,
     }, trust)
     print(f"{n:,} keys of 32-byte hashes; python {sys.version.split()[0]}")
@@ -167,7 +162,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def chart(result: dict[str, Any], path: str) -> Path:
     """Million keys/s: vLLM's get_file_name beside s3kv's key_for, keys_for and parse_key."""
-    from _charts import figure, grouped_bars, save
+    from scripts.charts import figure, grouped_bars, save
 
     rate = {r["operation"].split(" [")[0]: r["keys_per_s"] / 1e6 for r in result["rows"]}
     vllm = rate.get("vLLM FileMapper.get_file_name")

@@ -4,7 +4,7 @@
     .venv-vllm/bin/python bench/bench_lookup_latency.py --backend moto --chains 2048 \\
         --present 50 --json /tmp/lookup.json --chart docs/img/lookup-requests.png
 
-A TCP proxy on 127.0.0.1 (bench/_latency_proxy.py, its own process) holds every request
+A TCP proxy on 127.0.0.1 (bench/lib/latency_proxy.py, its own process) holds every request
 ``--delay-ms`` (15 by default: AWS puts the median latency of small S3 requests "in the
 tens of milliseconds"; a HEAD is the smallest there is; see that module) in front of
 moto's server or Ceph RGW 16 (tests/servers/rgw.py). For each chain length and stored
@@ -38,12 +38,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # s3kv, bench.lib and scripts from this checkout
 
-import _trust  # noqa: E402
-from _latency_proxy import LatencyProxy  # noqa: E402
-from bench_transfer import MotoServer  # noqa: E402
+from bench.lib import trust as _trust  # noqa: E402
+from bench.lib.latency_proxy import LatencyProxy  # noqa: E402
+from bench.lib.moto_server import MotoServer  # noqa: E402
 
 ROW_BYTES = 4096
 TIERS = ("s3kv", "obj")
@@ -264,10 +263,9 @@ def main(argv: list[str] | None = None) -> int:
                                 save(args, runs)
         finally:
             backend.close()
-    from _charts import machine
 
-    doc = _trust.stamp({"rows": summarize(runs), "machine": machine(shared=args.trust["loaded"])},
-                       args.trust)
+    machine = _trust.machine(shared=args.trust["loaded"])
+    doc = _trust.stamp({"rows": summarize(runs), "machine": machine}, args.trust)
     print(table(doc["rows"], args, doc))
     if args.chart:
         chart(doc["rows"], args.chart, args.delay_ms, doc)
@@ -276,12 +274,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def save(args: argparse.Namespace, runs: list[dict]) -> None:
-    from _charts import machine
 
     args.json.parent.mkdir(parents=True, exist_ok=True)
     saved = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
              if k != "trust"}
-    doc = {"args": saved, "machine": machine(shared=args.trust["loaded"]), "runs": runs,
+    doc = {"args": saved, "machine": _trust.machine(shared=args.trust["loaded"]), "runs": runs,
            "rows": summarize(runs)}
     args.json.write_text(json.dumps(_trust.stamp(doc, args.trust), indent=1) + "\n")
 
@@ -346,8 +343,9 @@ def _label(r: dict) -> str:
 
 def chart(rows: list[dict], path: Path, delay_ms: float, doc: dict) -> None:
     """HEADs and time to verdict against chain length (half stored), log-log, per tier."""
-    from _charts import figure, lines, machine, save
     from matplotlib.ticker import NullLocator
+
+    from scripts.charts import figure, lines, save
 
     heads: dict[str, tuple[list[float], list[float]]] = {}
     millis: dict[str, tuple[list[float], list[float]]] = {}
@@ -368,7 +366,7 @@ def chart(rows: list[dict], path: Path, delay_ms: float, doc: dict) -> None:
             "Measured: a prompt's chain, half of it stored, cold caches; both tiers built by "
             "vLLM 0.33.0 and driven by its scheduler's _maximal_prefix_lookup; HEADs as the "
             "delaying proxy saw them.\n"
-            f"Machine: {doc.get('machine') or machine()}. Command: python "
+            f"Machine: {doc.get('machine') or _trust.machine()}. Command: python "
             "bench/bench_lookup_latency.py --json J --chart PNG (--from-json J redraws)."
             + "".join(f"\n{n}" for n in _trust.notes(doc, rows, _label, metrics=["ms"]))
         ),

@@ -18,17 +18,17 @@ get_finished_jobs). Loads are checked byte for byte. Rounds are interleaved (tie
 alternates; a warm-up round is not counted); tables give medians with min-max.
 
 The ceilings (``--ceilings``): ``crt`` is bare awscrt GETs of the same objects into the
-same rows with s3kv's settings (bench/_ceiling.py); ``crt:PART_MIB:CONNECTIONS`` other
+same rows with s3kv's settings (bench/lib/ceiling.py); ``crt:PART_MIB:CONNECTIONS`` other
 settings; ``memcpy`` a numpy copy of the prompt's bytes.
 
-Links (``--links``, bench/_links.py): Ceph RGW 16 on loopback over HTTP and TLS, and
-``aws-like``: RGW behind bench/_latency_proxy.py with ``--first-byte-ms`` of latency per
+Links (``--links``, bench/lib/links.py): Ceph RGW 16 on loopback over HTTP and TLS, and
+``aws-like``: RGW behind bench/lib/latency_proxy.py with ``--first-byte-ms`` of latency per
 request and ``--connection-mb-s`` per connection (defaults from published S3 figures,
 cited there); the proxy's per-method counts show both tiers' requests go through it.
 
 As vLLM's EngineCore does once its scheduler exists, the heap is frozen
 (``freeze_gc_heap()``) after the tiers are built. It refuses to run on a loaded machine
-(bench/_trust.py). Results go to ``--json`` and, where matplotlib is installed (the
+(bench/lib/trust.py). Results go to ``--json`` and, where matplotlib is installed (the
 ``bench`` extra, .venv), the chart to ``--chart``; in .venv-vllm draw it afterwards
 with ``--redraw``.
 """
@@ -36,7 +36,6 @@ with ``--redraw``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -46,12 +45,12 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))  # s3kv, bench.lib and scripts from this checkout
 
-import _prompt_report as report  # noqa: E402
-import _trust  # noqa: E402
-from _latency_proxy import S3_CONNECTION_BYTES_PER_SECOND, S3_FIRST_BYTE_SECONDS  # noqa: E402
+from bench.lib import prompt_report as report  # noqa: E402
+from bench.lib import results  # noqa: E402
+from bench.lib import trust as _trust  # noqa: E402
+from bench.lib.latency_proxy import S3_CONNECTION_BYTES_PER_SECOND, S3_FIRST_BYTE_SECONDS  # noqa: E402
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 LLAMA_3_1_8B_KV_BYTES_PER_TOKEN = 128 * KiB
@@ -107,8 +106,8 @@ def tables(doc: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
-    from _links import links
-    from _prompt_run import Case
+    from bench.lib.links import links
+    from bench.lib.prompt_run import Case
 
     os.environ.update({"AWS_EC2_METADATA_DISABLED": "true", "AWS_REGION": "us-east-1"})
     os.environ.pop("AWS_PROFILE", None)
@@ -152,8 +151,6 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
             if link.proxy:
                 proxy_cpu[name] = round(link.proxy.cpu_seconds() - cpu0, 2)
 
-    from _charts import machine
-
     meta = {
         "command": "bench/bench_prompt_load.py " + " ".join(sys.argv[1:]),
         "prompts": args.prompts, "block_tokens": args.block_tokens,
@@ -163,30 +160,21 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
         "proxy_cpu_seconds": proxy_cpu, "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "versions": _trust.versions("vllm", "nixl", "s3kv", "awscrt"),
-        "machine": machine(shared=trust["loaded"]),
+        "machine": _trust.machine(shared=trust["loaded"]),
     }
     return _trust.stamp({"meta": meta, "rows": rows}, trust)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.redraw:
-        print(report.chart(json.loads(args.redraw.read_text()), args.chart))
-        return 0
-    if args.table:
-        print(tables(json.loads(args.table.read_text())))
+    if results.from_saved(args, tables, report.chart):
         return 0
     trust = _trust.gate(args)
     doc = run(args, trust)
     print(tables(doc))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.json}")
-    try:
-        print(f"wrote {report.chart(doc, args.chart)}")
-    except ImportError:
-        print("no chart: matplotlib is not installed here (the bench extra); draw it with "
-              f"`.venv/bin/python bench/bench_prompt_load.py --redraw {args.json}`")
+    print(f"wrote {results.write(doc, args.json)}")
+    results.draw(report.chart, doc, args.chart, script="bench/bench_prompt_load.py",
+                 saved=args.json)
     return 0
 
 

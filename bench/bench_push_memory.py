@@ -21,10 +21,9 @@ from pathlib import Path
 
 import boto3
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # s3kv, bench.lib, scripts
 
-import _trust
-
+from bench.lib import trust as _trust
 from s3kv.naming.keys import KeyMapper, make_offload_key
 from s3kv.naming.namespace import Namespace
 from s3kv.ops.demo import embedded_s3

@@ -1,6 +1,6 @@
 """Renewal benchmark: s3kv tier load-job throughput with renewal on vs off, interleaved;
 with ``--drain N``, copies per block and drain time for N due blocks instead
-(bench/_renewal_drain.py).
+(bench/lib/renewal_drain.py).
 
     .venv-vllm/bin/python bench/bench_renewal.py                          # RGW over HTTP
     .venv-vllm/bin/python bench/bench_renewal.py --servers moto --runs 9
@@ -29,7 +29,6 @@ Nothing is written to the docs: ``--json`` names where the results go.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -41,12 +40,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))  # s3kv, bench.lib and scripts from this checkout
 
-import _trust  # noqa: E402
-from _renewal_drain import drain_markdown, drain_rows  # noqa: E402
-from bench_vllm_tier import Server, cpu_seconds, servers  # noqa: E402
+from bench.bench_vllm_tier import Server, servers  # noqa: E402
+from bench.lib import results  # noqa: E402
+from bench.lib import trust as _trust  # noqa: E402
+from bench.lib.renewal_drain import drain_markdown, drain_rows  # noqa: E402
+from bench.lib.tier_calls import cpu_seconds  # noqa: E402
 
 KiB, MiB, GiB = 1024, 1024 * 1024, 1024**3
 MODES = ("on", "off")
@@ -210,13 +210,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             rows = [bench_server(found[name], args) for name in names]
     if args.json:
-        from _charts import machine
 
         meta = {
             "command": "bench/bench_renewal.py " + " ".join(argv or sys.argv[1:]),
             "threads": args.threads, "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            "versions": _trust.versions("vllm", "s3kv", "awscrt"), "machine": machine(),
+            "versions": _trust.versions("vllm", "s3kv", "awscrt"), "machine": _trust.machine(),
         }
         if args.drain:
             meta.update(drain=args.drain, drain_block_kib=args.drain_block_kib,
@@ -228,9 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             doc = {"meta": meta, "rows": rows}
         _trust.stamp(doc, trust)
         print(markdown(doc))
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"wrote {args.json}")
+        print(f"wrote {results.write(doc, args.json)}")
     return 0
 
 

@@ -20,12 +20,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # s3kv, bench.lib and tests.servers from this checkout
 
-sys.path.insert(0, str(ROOT / "bench"))
-
-import _trust  # noqa: E402
-
+from bench.lib import trust as _trust  # noqa: E402
 from tests.servers.rgw import RGWServer  # noqa: E402
 
 

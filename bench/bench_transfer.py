@@ -8,7 +8,7 @@
 
 Without ``--endpoint-url`` a moto server is started in its own process on 127.0.0.1 and
 a free port, and stopped (by its PID) at the end. Every row (client x size x direction)
-runs in its own subprocess (``bench/_workers.py``) so "client CPU" is that process's own
+runs in its own subprocess (``bench/lib/workers.py``) so "client CPU" is that process's own
 rusage over the timed region only (imports, client setup and payload generation are
 excluded). Each upload row writes into a fresh bucket; the download row of the same
 client then reads those objects back (into preallocated numpy rows for s3kv, into bytes
@@ -25,72 +25,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-WORKER = HERE / "_workers.py"
-sys.path.insert(0, str(HERE))
+WORKER = HERE / "lib" / "workers.py"
+sys.path.insert(0, str(HERE.parent))  # s3kv, bench.lib and scripts from this checkout
 
-import _trust  # noqa: E402
-from _charts import machine  # noqa: E402
-from _clients import CLIENTS  # noqa: E402  (one list of rows for the runner and workers)
-from _transfer_report import chart, markdown, notes, render, summarize  # noqa: E402
+from bench.lib import results  # noqa: E402
+from bench.lib import trust as _trust  # noqa: E402
+from bench.lib.clients import CLIENTS  # noqa: E402  (one list of rows for the runner and workers)
+from bench.lib.moto_server import MotoServer  # noqa: E402
+from bench.lib.transfer_report import chart, markdown, notes, render, summarize  # noqa: E402
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 PREFIX = "bench"
-
-
-# -- server ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class MotoServer:
-    """moto's HTTP server in its own process on loopback."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"moto server exited with {self.proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise SystemExit("moto server did not come up within 30s")
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 # -- driver ----------------------------------------------------------------------------
@@ -312,8 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.redraw:
         return redraw(args.redraw, args.chart or str(Path(args.redraw).with_suffix(".png")))
-    if args.table:
-        print(markdown(json.loads(Path(args.table).read_text())))
+    if results.from_saved(args, markdown):
         return 0
     trust = _trust.gate(args)
     if args.quick:
@@ -340,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         "argv": sys.argv[1:],
         "command": args.command or "python bench/bench_transfer.py " + " ".join(sys.argv[1:]),
         "args": vars(args),
-        "machine": machine(shared=trust["loaded"]),
+        "machine": _trust.machine(shared=trust["loaded"]),
         "summary": summary,
         "runs": data["runs"],
         "table": table,

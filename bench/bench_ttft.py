@@ -19,13 +19,12 @@ lookups and loads included (writers decode 8 tokens: vLLM moves KV on to a secon
 tier only while it steps). Rows are interleaved round by round; every reader checks the
 hit (``num_cached_tokens``) and the first token against recompute. A row's TTFT is the
 median over rounds and prompts, with the min-max range; each round's median is what
-bench/_trust.py compares across rounds. It refuses to run on a loaded machine.
+bench/lib/trust.py compares across rounds. It refuses to run on a loaded machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import statistics
@@ -38,11 +37,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))  # s3kv, bench.lib and scripts from this checkout
 
-import _trust  # noqa: E402
-
+from bench.lib import results  # noqa: E402
+from bench.lib import trust as _trust  # noqa: E402
 from tests.e2e.engine import build_model, engine_env, run_engine  # noqa: E402
 
 MODEL = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16,
@@ -189,7 +187,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def chart(doc: dict[str, Any], path: Path) -> Path:
     """Median TTFT per row (min-max bars), one prompt length."""
-    from _charts import figure, footer, grouped_bars, save
+    from scripts.charts import figure, footer, grouped_bars, save
 
     meta, rows = doc["meta"], doc["rows"]
     names = [("s3kv, Ceph RGW" if r["row"] == "s3kv, Ceph RGW" else r["label"]) for r in rows]
@@ -222,17 +220,11 @@ def _version(metadata: Any) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.redraw:
-        print(chart(json.loads(args.redraw.read_text()), args.chart))
-        return 0
-    if args.table:
-        print(markdown(json.loads(args.table.read_text())))
+    if results.from_saved(args, markdown, chart):
         return 0
     trust = _trust.gate(args)
     samples, writes = measure(args)
     from importlib import metadata
-
-    from _charts import machine
 
     h, layers, inter, vocab = (MODEL["hidden_size"], MODEL["num_hidden_layers"],
                                MODEL["intermediate_size"], MODEL["vocab_size"])
@@ -245,20 +237,14 @@ def main(argv: list[str] | None = None) -> int:
                  "tokens": args.tokens, "chunk_tokens": args.chunk_tokens,
                  "kv_bytes_per_token": per_token, "object_bytes": per_token * args.chunk_tokens,
                  "prompts": args.prompts, "rounds": args.rounds,
-                 "vllm": _version(metadata), "machine": machine(shared=trust["loaded"])},
+                 "vllm": _version(metadata), "machine": _trust.machine(shared=trust["loaded"])},
         "rows": summarize(samples),
         "writers": [{"row": name, "seconds": [round(v, 4) for v in values]}
                     for name, values in writes.items()],
     }, trust)
     print(markdown(doc))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.json}")
-    try:
-        print(f"wrote {chart(doc, args.chart)}")
-    except ImportError:
-        print("no chart: matplotlib is not installed here; draw it with "
-              f"`.venv/bin/python bench/bench_ttft.py --redraw {args.json}`")
+    print(f"wrote {results.write(doc, args.json)}")
+    results.draw(chart, doc, args.chart, script="bench/bench_ttft.py", saved=args.json)
     return 0
 
 

@@ -31,57 +31,35 @@ HTTP and over TLS. On RGW the obj tier gets ``AWS_REQUEST_CHECKSUM_CALCULATION=
 when_required`` (without it RGW 16 answers its uploads 411); s3kv needs nothing.
 Results also go to ``--json`` and, where matplotlib is installed (the ``bench`` extra),
 a chart to ``--chart``. It refuses to run on a loaded machine, and marks rows whose runs
-disagree (bench/_trust.py).
+disagree (bench/lib/trust.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import statistics
 import sys
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))  # s3kv, bench.lib and scripts from this checkout
 
-import _trust  # noqa: E402
+from bench.lib import results  # noqa: E402
+from bench.lib import trust as _trust  # noqa: E402
+from bench.lib.tier_calls import CALLS, Timer, cpu_seconds, lookup_absent, pct  # noqa: E402
 
 KiB, MiB, GiB = 1024, 1024 * 1024, 1024**3
 SIZES = (256 * KiB, 1 * MiB, 2 * MiB)
 TIERS = ("s3kv", "vllm-obj")
-CALLS = ("lookup", "on_schedule_end", "submit_store", "submit_load", "get_finished_jobs")
 SERVERS = ("moto", "rgw-http", "rgw-https")
-
-
-class Timer:
-    def __init__(self) -> None:
-        self.samples: dict[str, list[float]] = defaultdict(list)
-
-    def __call__(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        t0 = time.perf_counter_ns()
-        out = fn(*args)
-        self.samples[name].append((time.perf_counter_ns() - t0) / 1000)
-        return out
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def cpu_seconds() -> float:
-    return time.process_time()  # this process, every thread, nanosecond clock
 
 
 class Server:
@@ -160,20 +138,12 @@ class Bench:
 
     def run(self, r: int) -> None:
         import numpy as np
-        from vllm.v1.kv_offload.base import LookupResult, ReqContext
 
         from tests.vllm import harness as h
 
         n, tier, timer = self.n, self.tier, self.timer
         ks = h.keys(n, start=1_000_000 * (r + 1) + self.row_bytes)
-        ctx = ReqContext(req_id=f"bench-{r}")
-        while True:  # lookups of absent keys: RETRY until the background batch answers
-            answers = [timer("lookup", tier.lookup, k, ctx) for k in ks]
-            timer("on_schedule_end", tier.on_schedule_end, h.END)
-            if LookupResult.RETRY not in answers:
-                break
-            time.sleep(0.001)
-        tier.on_request_finished(ctx)
+        ctx = lookup_absent(timer, tier, ks, f"bench-{r}")
         gib = n * self.row_bytes / GiB
         for what, rows in (("store", range(n)), ("load", range(n, 2 * n))):
             if what == "load":
@@ -262,7 +232,7 @@ def header() -> None:
 
 @contextlib.contextmanager
 def servers(names: list[str]) -> Iterator[dict[str, Server]]:
-    from bench_transfer import MotoServer
+    from bench.lib.moto_server import MotoServer
 
     out: dict[str, Server] = {}
     moto = rgw = None
@@ -318,7 +288,7 @@ def _label(r: dict[str, Any]) -> str:
 
 def chart(doc: dict[str, Any], path: Path) -> Path:
     """Store and load MiB/s per server and chunk size, s3kv's tier beside vLLM's obj tier."""
-    from _charts import figure, grouped_bars, save
+    from scripts.charts import figure, grouped_bars, save
 
     rows, meta = doc["rows"], doc["meta"]
     names = [s for s in SERVERS if any(r["server"] == s for r in rows)]
@@ -366,11 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table", type=Path, metavar="JSON", help="only print a JSON's table")
     _trust.add_arguments(p)
     args = p.parse_args(argv)
-    if args.redraw:
-        print(chart(json.loads(args.redraw.read_text()), args.chart))
-        return 0
-    if args.table:
-        print(markdown(json.loads(args.table.read_text())))
+    if results.from_saved(args, markdown, chart):
         return 0
     trust = _trust.gate(args)
     args.tiers = args.tiers.split(",")
@@ -383,8 +349,6 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.servers.split(","):
             rows += bench_server(found[name], args)
 
-    from _charts import machine
-
     doc = {
         "meta": {
             "command": "bench/bench_vllm_tier.py " + " ".join(argv or sys.argv[1:]),
@@ -392,19 +356,13 @@ def main(argv: list[str] | None = None) -> int:
             "gc_freeze": not args.no_freeze,
             "cpus": os.cpu_count(), "python": platform.python_version(),
             "versions": _trust.versions("vllm", "nixl", "s3kv", "awscrt"),
-            "machine": machine(shared=trust["loaded"]),
+            "machine": _trust.machine(shared=trust["loaded"]),
         },
         "rows": rows,
     }
     _trust.stamp(doc, trust)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.json}")
-    try:
-        print(f"wrote {chart(doc, args.chart)}")
-    except ImportError:
-        print("no chart: matplotlib is not installed here (the bench extra); draw it with "
-              f"`.venv/bin/python bench/bench_vllm_tier.py --redraw {args.json}`")
+    print(f"wrote {results.write(doc, args.json)}")
+    results.draw(chart, doc, args.chart, script="bench/bench_vllm_tier.py", saved=args.json)
     return 0
 
 

@@ -166,8 +166,10 @@ def run(rounds: int) -> None:
             config.write_text(
                 "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
                 "scrape_configs:\n"
-                f"  - {{job_name: vllm, static_configs: [{{targets: ['127.0.0.1:{tier_port}']}}]}}\n"
-                f"  - {{job_name: s3kv-ls, static_configs: [{{targets: ['127.0.0.1:{bucket_port}']}}]}}\n"
+                f"  - {{job_name: vllm, static_configs: "
+                f"[{{targets: ['127.0.0.1:{tier_port}']}}]}}\n"
+                f"  - {{job_name: s3kv-ls, static_configs: "
+                f"[{{targets: ['127.0.0.1:{bucket_port}']}}]}}\n"
             )
             prom = subprocess.Popen(
                 ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={work}/tsdb",
@@ -249,8 +251,7 @@ UNIT = {"percentunit": ("%", 100.0), "s": ("s", 1.0), "Bps": ("KiB/s", 1 / 1024)
 
 
 def redraw(path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    from _charts import pyplot
+    from scripts.charts import pyplot
 
     data = json.loads(path.read_text())
     plt = pyplot()
@@ -262,7 +263,8 @@ def redraw(path: Path) -> None:
     for panel in data["panels"]:
         pos = panel["gridPos"]
         # the last grid row of each panel is left for the title of the one below
-        ax = fig.add_subplot(grid[pos["y"] : pos["y"] + pos["h"] - 1, pos["x"] : pos["x"] + pos["w"]])
+        down = slice(pos["y"], pos["y"] + pos["h"] - 1)
+        ax = fig.add_subplot(grid[down, pos["x"] : pos["x"] + pos["w"]])
         ax.set_facecolor("#181b1f")
         ax.set_title(panel["title"], color="#d8d9da", fontsize=9, loc="left")
         label, scale = UNIT.get(panel["unit"], ("", 1.0))
@@ -272,8 +274,8 @@ def redraw(path: Path) -> None:
         if panel["type"] == "stat":
             ax.set_xticks([])
             ax.set_yticks([])
-            values = [float(v) for t in panel["targets"] for s in t["result"] for _, v in s["values"]
-                      if v not in ("NaN", "+Inf")]  # fmt: skip
+            values = [float(v) for t in panel["targets"] for s in t["result"]
+                      for _, v in s["values"] if v not in ("NaN", "+Inf")]  # fmt: skip
             last = values[-1] * scale if values else float("nan")
             last = max(last, 0.0) if panel["unit"] == "s" else last  # clocks a hair apart
             text = f"{last:.0f}{label}" if label in ("%", "s") else f"{last:.2f}{label}"

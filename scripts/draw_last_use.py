@@ -57,7 +57,8 @@ def draw(path: Path) -> Path:
                    edgecolor="#1f4e79", linewidth=2, zorder=3,
                    label="used, Last-Modified under 1 day old: no request" if row == 0 else None)
         ax.scatter(e["renewed"], [y] * len(e["renewed"]), marker="^", s=90, color="#2e7d32",
-                   zorder=3, label="used, older: renewed (a copy onto itself)" if row == 0 else None)
+                   zorder=3,
+                   label="used, older: renewed (a copy onto itself)" if row == 0 else None)
         ax.scatter(e["expired"], [y], marker="X", s=110, color="#c62828", zorder=3,
                    label="expired: 7 days after Last-Modified, which is never more than "
                    "renew_after before the last use" if row == 0 else None)

@@ -95,7 +95,7 @@ stamp ".venv and Ceph (make .venv/.installed-dev rgw-deps)"
 make --no-print-directory .venv/.installed-dev rgw-deps
 
 stamp "lint"
-.venv/bin/ruff check s3kv tests bench
+.venv/bin/ruff check s3kv tests bench scripts
 .venv/bin/mypy
 
 stamp "main suite (pytest-xdist, 2 workers)"

@@ -1,22 +1,18 @@
-"""The AWS-like link (bench/_latency_proxy.py): latency per request, a rate cap per
+"""The AWS-like link (bench/lib/latency_proxy.py): latency per request, a rate cap per
 connection, bodies passed through intact, requests counted per method."""
 
 from __future__ import annotations
 
 import http.client
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from _latency_proxy import LatencyProxy
+from bench.lib.latency_proxy import LatencyProxy
 
 pytestmark = pytest.mark.functional
 

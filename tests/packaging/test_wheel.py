@@ -123,7 +123,7 @@ def test_the_distribution_is_named_s3kv_vllm_and_ships_the_package(
     assert re.search(r'^Requires-Dist: numpy>=[\d.]+; extra == "numpy"$', metadata, re.M)
     assert "pip install '.[numpy]'" in (ROOT / "docs" / "library.md").read_text()
     assert "s3kv/py.typed" in names and "s3kv/vllm/__init__.py" in names
-    assert not [n for n in names if n.startswith(("tests/", "bench/"))]
+    assert not [n for n in names if n.startswith(("tests/", "bench/", "scripts/"))]
     assert re.search(r"^s3kv = s3kv\.cli:main$", scripts, re.M), scripts
 
 

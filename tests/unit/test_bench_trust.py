@@ -1,4 +1,4 @@
-"""bench/_trust.py: no figures from a loaded machine unmarked, rounds that disagree marked;
+"""bench/lib/trust.py: no figures from a loaded machine unmarked, rounds that disagree marked;
 and every benchmark script goes through it."""
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+from bench.lib import transfer_report as _transfer_report
+from bench.lib import trust as _trust
 
-import _transfer_report  # noqa: E402
-import _trust  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.unit
 
@@ -87,7 +86,7 @@ def test_the_transfer_table_marks_a_row_whose_runs_disagree() -> None:
 def test_every_benchmark_refuses_a_loaded_machine_before_it_starts_anything(
         script: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    module = importlib.import_module(script)
+    module = importlib.import_module(f"bench.{script}")
     monkeypatch.setattr(_trust, "load_average", lambda: 9.0)
     monkeypatch.setattr(sys, "argv", [f"{script}.py"])
     with pytest.raises(SystemExit) as stop:

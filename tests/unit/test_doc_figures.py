@@ -1,6 +1,6 @@
 """Every figure in README.md and docs/*.md comes from committed JSON, measured quietly.
 
-(a) each ``<!-- bench:NAME:VIEW -->`` block is exactly what bench/doc_figures.py renders
+(a) each ``<!-- bench:NAME:VIEW -->`` block is exactly what scripts/doc_figures.py renders
 from docs/img/NAME.json, or its placeholder while that JSON does not exist; every JSON a
 doc shows was recorded on a quiet machine; docs/img holds no chart or JSON no doc shows.
 (b) outside the blocks, nothing that looks like a measurement (MiB/s, ms, µs, s/GiB,
@@ -12,18 +12,15 @@ measurement.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from scripts import doc_blocks as blocks
+from scripts import doc_figures
+from tests.unit import bench_fixtures
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import _doc_blocks as blocks  # noqa: E402
-import doc_figures  # noqa: E402
-
-from tests.unit import bench_fixtures  # noqa: E402
 
 pytestmark = pytest.mark.unit
 
@@ -31,7 +28,7 @@ PAGES = [p.relative_to(ROOT).as_posix() for p in doc_figures.docs()]
 
 ALLOWED: dict[tuple[str, str], str] = {
     ("docs/benchmarks.md", "100 ms"): "the AWS-like link's first-byte latency: a setting, "
-    "AWS's published figure (cited in bench/_latency_proxy.py)",
+    "AWS's published figure (cited in bench/lib/latency_proxy.py)",
     ("docs/benchmarks.md", "85 MB/s"): "the AWS-like link's rate cap per connection: a "
     "setting, the published per-connection S3 figure",
     ("docs/benchmarks.md", "85-90 MB/s"): "AWS's per-connection throughput for one GET "
@@ -62,7 +59,7 @@ def test_every_block_is_what_its_json_renders(page: str) -> None:
         want = doc_figures.block(name, view, path)
         assert body.rstrip("\n") == want, (
             f"{page}: bench:{name}:{view} differs from docs/img/{name}.json; run "
-            "`.venv/bin/python bench/doc_figures.py`")
+            "`.venv/bin/python scripts/doc_figures.py`")
         if want == doc_figures.placeholder(name, view):
             assert not doc_figures.json_path(name).exists()
 

@@ -401,7 +401,7 @@ def test_a_store_that_drops_tags_gets_them_back_and_a_failed_re_tag_is_remembere
         assert renewer.flush(5)
         assert store.objects["a"][2] == TAGS  # learnt that copies drop tags: put back
         store.tagging_fails = True
-        with caplog.at_level(logging.WARNING, "s3kv.renewal"):
+        with caplog.at_level(logging.WARNING, "s3kv.ops.gc.renewal"):
             renewer.use(keys[1:])
             assert renewer.flush(5)
         assert store.objects["b"][2] == {}  # renewed, tag lost: the lifecycle rule is blind

@@ -6,13 +6,9 @@ load checked, and the proxy's counts show each tier's stores and loads went thro
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
 
 pytestmark = [pytest.mark.vllm, pytest.mark.rgw]
 
@@ -21,7 +17,7 @@ CRT = "awscrt GETs (s3kv's settings)"
 
 def test_the_prompt_benchmark_measures_both_tiers_and_the_ceilings_through_the_proxy(
         tmp_path: Path) -> None:
-    import bench_prompt_load
+    from bench import bench_prompt_load
 
     out = tmp_path / "prompt-load.json"
     assert bench_prompt_load.main([
@@ -49,7 +45,7 @@ def test_the_prompt_benchmark_measures_both_tiers_and_the_ceilings_through_the_p
         assert rows[(link, CRT)]["settings"]["connections"] == 16
         assert rows[(link, CRT)]["requests"]["load"]["GET"] >= 2
         assert doc["meta"]["links"][link] == {"first_byte_ms": 5.0, "connection_mb_s": 50.0}
-    import _prompt_report as report
+    from bench.lib import prompt_report as report
 
     assert "s3kv at obj's connections" in report.equal_footing(doc)
     assert "idle steps/s" in report.loop(doc)

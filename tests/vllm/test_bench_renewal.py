@@ -5,19 +5,15 @@ benchmark), only `on` copies, and the docs' table is rendered from its JSON."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
 
 pytestmark = [pytest.mark.vllm]
 
 
 def test_the_renewal_benchmark_renews_only_with_renewal_on(tmp_path: Path) -> None:
-    import bench_renewal
+    from bench import bench_renewal
 
     out = tmp_path / "renewal.json"
     assert bench_renewal.main(["--servers", "moto", "--runs", "2", "--job-mib", "2",
@@ -37,7 +33,7 @@ def test_the_renewal_benchmark_renews_only_with_renewal_on(tmp_path: Path) -> No
 
 def test_the_drain_benchmark_counts_copies_per_block_and_drain_time(tmp_path: Path) -> None:
     """--drain at a tiny size (the figure is taken at 1,000 blocks on a quiet machine)."""
-    import bench_renewal
+    from bench import bench_renewal
 
     out = tmp_path / "renewal-drain.json"
     assert bench_renewal.main(["--servers", "moto", "--drain", "24", "--drain-block-kib", "16",

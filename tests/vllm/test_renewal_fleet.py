@@ -199,7 +199,7 @@ def test_a_failed_re_tag_on_ceph_rgw_is_counted_logged_and_retried_at_next_use(
     f = fleet(server, lambda r: "500" if is_retag(r) and failing.is_set() else None)
     ks = f.store_chain(6, start=3300)
     tier = f.tier(max_attempts=1)
-    with caplog.at_level(logging.WARNING, "s3kv.renewal"):
+    with caplog.at_level(logging.WARNING, "s3kv.ops.gc.renewal"):
         _load(tier, ks, req="renew")
         assert tier.renewer.flush(30)
     assert tier.renewer.renewed == len(ks)

@@ -132,7 +132,7 @@ def drain_markdown(doc: dict[str, Any]) -> str:
             f"| {r['server']} | {r['scenario']} | {r['copies_per_block']:.2f} | "
             f"{r['drain_s']:.1f} | {r['renewed']:,} | {r['already_renewed']:,} | "
             f"{r['failed']} |")
-    import _trust
+    from bench.lib import trust as _trust
 
     notes = _trust.notes(doc)
     return "\n".join(out + (["", *notes] if notes else []))

@@ -3,7 +3,7 @@ set of blocks (GET into rows, or PUT from rows) while the stand-in EngineCore lo
 on the main thread; prints one JSON line (wall seconds, this process's CPU seconds over
 the timed region, the loop's steps per second).
 
-    python bench/_client_worker.py SPEC_JSON
+    python bench/lib/client_worker.py SPEC_JSON
 
 Every client does the same checked work: a GET lands in a preallocated row and its
 CRC32C is computed over the row; a PUT computes the row's CRC32C and sends it as
@@ -27,11 +27,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Run by path (``python bench/lib/client_worker.py``): its own folder comes off the path and the
+# repository's root goes last, so ``bench.lib`` is found and ``s3kv`` stays whichever the
+# runner's PYTHONPATH or the installed package gives.
+if not __package__:
+    sys.path[0:1] = []
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
 
-import _engine_loop as engine
 import numpy as np
 from awscrt import checksums
+
+from bench.lib import engine_loop as engine
 
 
 def crc(view: Any) -> str:

@@ -1,12 +1,12 @@
-"""One benchmark row in its own process: ``python bench/_workers.py '<json spec>'``.
+"""One benchmark row in its own process: ``python bench/lib/workers.py '<json spec>'``.
 
 Run by ``bench/bench_transfer.py``; prints one JSON line (the last line of stdout).
 Setup (imports, clients, payloads) happens before the timed region; the timed region
 measures wall time and this process's own CPU (``getrusage(RUSAGE_SELF)``: user + sys of
 every thread, native ones included).
 
-The rows live by operation: ``_upload``, ``_download``, ``_lookup``; the clients in
-``_clients`` and the payloads and keys in ``_blocks``. Their names are re-exported here.
+The rows live by operation: ``upload``, ``download``, ``lookup``; the clients in
+``clients`` and the payloads and keys in ``blocks`` (all in bench/lib).
 """
 
 from __future__ import annotations
@@ -17,45 +17,20 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from _blocks import MODEL, namespace, object_keys, offload_keys, payload, sample_indices
-from _clients import (
-    CHECKED_TAGGING,
-    CLIENTS,
-    Crt,
-    boto3_client,
-    crc32c_b64,
-    obstore_store,
-    run_window,
-    s3kv_settings,
-)
-from _download import prepare_download
-from _lookup import populate, prepare_lookup
-from _upload import prepare_upload
+# Run by path (``python bench/lib/workers.py``): its own folder comes off the path and the
+# repository's root goes last, so ``bench.lib`` is found and ``s3kv`` stays whichever the
+# runner's PYTHONPATH or the installed package gives.
+if not __package__:
+    sys.path[0:1] = []
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
 
-__all__ = [
-    "CHECKED_TAGGING",
-    "CLIENTS",
-    "MODEL",
-    "Crt",
-    "boto3_client",
-    "cpu_seconds",
-    "crc32c_b64",
-    "namespace",
-    "object_keys",
-    "obstore_store",
-    "offload_keys",
-    "payload",
-    "populate",
-    "prepare_download",
-    "prepare_lookup",
-    "prepare_upload",
-    "run_window",
-    "s3kv_settings",
-    "sample_indices",
-    "timed",
-]
+from bench.lib.blocks import payload, sample_indices
+from bench.lib.download import prepare_download
+from bench.lib.lookup import populate, prepare_lookup
+from bench.lib.upload import prepare_upload
 
 
 def cpu_seconds() -> float:

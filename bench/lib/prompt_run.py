@@ -26,15 +26,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import _engine_loop as engine
 import numpy as np
-from _ceiling import CrtGets, memcpy, parse
-from _links import Link
-from _trust import mark
-from bench_vllm_tier import Timer, pct
+
+from bench.lib import engine_loop as engine
+from bench.lib.ceiling import CrtGets, memcpy, parse
+from bench.lib.links import Link
+from bench.lib.tier_calls import CALLS, Timer, lookup_absent, pct
+from bench.lib.trust import mark
 
 GiB = 1 << 30
-CALLS = ("lookup", "on_schedule_end", "submit_store", "submit_load", "get_finished_jobs")
 RGW_HEAD_BYTES = 4 << 20
 """RGW keeps objects up to this size in their head object: deleting frees them at once."""
 _key_seeds = itertools.count(1)
@@ -53,7 +53,7 @@ class Unit:
         self.cpu: dict[str, list[float]] = {"store": [], "load": []}
         self.requests: dict[str, dict[str, int]] = {}
         self.loop: list[engine.Steps] = []
-        """The stand-in EngineCore loop beside each load (bench/_engine_loop.py)."""
+        """The stand-in EngineCore loop beside each load (bench/lib/engine_loop.py)."""
 
     def add(self, what: str, seconds: float, cpu_seconds: float, gib: float) -> None:
         self.seconds[what].append(seconds)
@@ -138,20 +138,11 @@ class Case:
             unit.reset()
 
     def _tier_round(self, unit: Unit, r: int) -> None:
-        from vllm.v1.kv_offload.base import LookupResult, ReqContext
-
         from tests.vllm import harness as h
 
         n, tier, timer, link = self.n, unit.thing, unit.timer, self.link
         ks = h.keys(n, start=next(_key_seeds) * 100_000)
-        ctx = ReqContext(req_id=f"prompt-{unit.name}-{r}")
-        while True:  # absent keys: RETRY until the tier's background lookup answers
-            answers = [timer("lookup", tier.lookup, k, ctx) for k in ks]
-            timer("on_schedule_end", tier.on_schedule_end, h.END)
-            if LookupResult.RETRY not in answers:
-                break
-            time.sleep(0.001)
-        tier.on_request_finished(ctx)
+        ctx = lookup_absent(timer, tier, ks, f"prompt-{unit.name}-{r}")
         before = link.requests()
         unit.add("store", *self._job(unit, tier.submit_store, "submit_store",
                                      h.job(ks, range(n), load=False, req=ctx.req_id)), self.gib)

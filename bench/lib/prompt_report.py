@@ -1,8 +1,8 @@
 """bench_prompt_load.py's results as tables (markdown) and a chart, from its JSON.
 
 Every cell that summarises rounds is the median with the min-max range; a value whose
-rounds disagree by more than 20% carries bench/_trust.py's mark. The doc blocks
-(bench/doc_figures.py) call these same functions, so the docs show what the JSON holds.
+rounds disagree by more than 20% carries bench/lib/trust.py's mark. The doc blocks
+(scripts/doc_figures.py) call these same functions, so the docs show what the JSON holds.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from _trust import MARK, notes
+from bench.lib.trust import MARK, notes
 
 MiB = 1 << 20
 TIERS = {"s3kv": "s3kv", "vllm-obj": "vLLM obj"}
@@ -128,7 +128,7 @@ def equal_footing(doc: dict[str, Any]) -> str:
 
 
 def loop(doc: dict[str, Any]) -> str:
-    """The stand-in EngineCore loop (bench/_engine_loop.py) during each tier's load:
+    """The stand-in EngineCore loop (bench/lib/engine_loop.py) during each tier's load:
     steps per second (median, min-max over the rounds) and step time p99; idle is the
     same loop with no load beside it."""
     out = ["| link | prompt | block | idle steps/s | during s3kv's load | during vLLM obj's "
@@ -191,7 +191,7 @@ def label(r: dict[str, Any]) -> str:
 
 def chart(doc: dict[str, Any], path: Path) -> Path:
     """Seconds to load one prompt per link and prompt, bars per block size and contender."""
-    from _charts import figure, footer, grouped_bars, legend, save
+    from scripts.charts import figure, footer, grouped_bars, legend, save
 
     rows, meta = doc["rows"], doc["meta"]
     links = [x for x in LINKS if any(r["link"] == x for r in rows)]

@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Callable
 from typing import Any
 
-from _blocks import namespace, object_keys, offload_keys
-from _clients import Crt, boto3_client, crc32c_b64, obstore_store, run_window, s3kv_settings
+from bench.lib import clients
+from bench.lib.blocks import namespace, row
 
 
 def prepare_download(
     spec: dict[str, Any],
 ) -> tuple[Callable[[], dict[str, Any]], Callable[[], Any]]:
     """The timed action and a function returning what was received (a list of buffers)."""
-    client, count, size, seed, conc = (
-        spec["client"],
-        spec["count"],
-        spec["size"],
-        spec["seed"],
-        spec["concurrency"],
-    )
-    bucket = spec["bucket"]
-    keys = offload_keys(seed, count)
-    names = object_keys(spec, keys)
+    client, count, size, _, conc, bucket, keys, names = row(spec)
     out: list[Any] = [None] * count
 
     if client == "s3kv":
@@ -33,7 +25,8 @@ def prepare_download(
 
         rows = np.zeros((count, size), dtype=np.uint8)
         rows[:] = 1  # touch the pages, as a preallocated KV cache would be
-        d = Downloader(f"s3://{bucket}/{spec['prefix']}", namespace(), settings=s3kv_settings(spec))
+        settings = clients.s3kv_settings(spec)
+        d = Downloader(f"s3://{bucket}/{spec['prefix']}", namespace(), settings=settings)
         d.contains([])  # checks the manifest once (per Downloader, not per batch)
         into = list(rows)
 
@@ -50,7 +43,7 @@ def prepare_download(
         return action, lambda: rows
 
     if client == "boto3-loop":
-        s3 = boto3_client(spec)
+        s3 = clients.boto3_client(spec)
 
         def action() -> dict[str, Any]:
             for i, name in enumerate(names):
@@ -62,7 +55,7 @@ def prepare_download(
     if client == "boto3-threads":
         from concurrent.futures import ThreadPoolExecutor
 
-        s3 = boto3_client(spec, pool=conc)
+        s3 = clients.boto3_client(spec, pool=conc)
         pool = ThreadPoolExecutor(conc)
 
         def get(name: str) -> bytes:
@@ -76,12 +69,7 @@ def prepare_download(
         return action, lambda: out
 
     if client == "s3transfer":
-        from boto3.s3.transfer import TransferConfig, create_transfer_manager
-
-        s3 = boto3_client(spec, pool=conc)
-        tm = create_transfer_manager(
-            s3, TransferConfig(max_concurrency=conc, preferred_transfer_client="classic")
-        )
+        tm = clients.transfer_manager(spec, conc)
 
         def action() -> dict[str, Any]:
             sinks = [io.BytesIO() for _ in names]
@@ -94,34 +82,26 @@ def prepare_download(
         return action, lambda: [s.getbuffer() for s in out]
 
     if client == "obstore":
-        import asyncio
-
         import obstore
 
-        store = obstore_store(spec)
+        store = clients.obstore_store(spec)
+
+        async def get(i: int) -> None:
+            result = await obstore.get_async(store, names[i])
+            out[i] = await result.bytes_async()
 
         def action() -> dict[str, Any]:
-            async def main() -> None:
-                sem = asyncio.Semaphore(conc)
-
-                async def one(i: int, n: str) -> None:
-                    async with sem:
-                        result = await obstore.get_async(store, n)
-                        out[i] = await result.bytes_async()
-
-                await asyncio.gather(*(one(i, n) for i, n in enumerate(names)))
-
-            asyncio.run(main())
+            clients.gather_bounded([functools.partial(get, i) for i in range(count)], conc)
             return {"ok": count}
 
         return action, lambda: out
 
     if client == "awscrt":
-        crt = Crt(spec)
+        crt = clients.Crt(spec)
         sinks = [bytearray(size) for _ in range(count)]  # sized from the listing, in practice
 
         def action() -> dict[str, Any]:
-            run_window(lambda i: crt.get(bucket, names[i], sinks[i]), count, conc)
+            clients.run_window(lambda i: crt.get(bucket, names[i], sinks[i]), count, conc)
             return {"ok": count}
 
         return action, lambda: sinks
@@ -129,7 +109,7 @@ def prepare_download(
     if client == "awscrt-checked":
         # awscrt plus the checks s3kv makes: the stored CRC32C read from the response
         # headers and verified against the received bytes.
-        crt = Crt(spec)
+        crt = clients.Crt(spec)
         sinks = [bytearray(size) for _ in range(count)]
         expected: list[str | None] = [None] * count
 
@@ -142,8 +122,8 @@ def prepare_download(
             return crt.get(bucket, names[i], sinks[i], on_headers)
 
         def action() -> dict[str, Any]:
-            run_window(get, count, conc)
-            bad = sum(crc32c_b64(sinks[i]) != expected[i] for i in range(count))
+            clients.run_window(get, count, conc)
+            bad = sum(clients.crc32c_b64(sinks[i]) != expected[i] for i in range(count))
             return {"ok": count - bad, "failed": bad}
 
         return action, lambda: sinks

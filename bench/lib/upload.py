@@ -2,34 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Callable
 from typing import Any
 
-from _blocks import namespace, object_keys, offload_keys, payload
-from _clients import (
+from bench.lib.blocks import namespace, payload, row
+from bench.lib.clients import (
     CHECKED_TAGGING,
     Crt,
     boto3_client,
     crc32c_b64,
+    gather_bounded,
     obstore_store,
     run_window,
     s3kv_settings,
+    transfer_manager,
 )
 
 
 def prepare_upload(spec: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     """Set up a client and its payloads; return the timed action."""
-    client, count, size, seed, conc = (
-        spec["client"],
-        spec["count"],
-        spec["size"],
-        spec["seed"],
-        spec["concurrency"],
-    )
-    bucket = spec["bucket"]
-    keys = offload_keys(seed, count)
-    names = object_keys(spec, keys)
+    client, count, size, seed, conc, bucket, keys, names = row(spec)
 
     if client == "s3kv":
         import numpy as np
@@ -83,12 +77,7 @@ def prepare_upload(spec: dict[str, Any]) -> Callable[[], dict[str, Any]]:
         return action
 
     if client == "s3transfer":
-        from boto3.s3.transfer import TransferConfig, create_transfer_manager
-
-        s3 = boto3_client(spec, pool=conc)
-        tm = create_transfer_manager(
-            s3, TransferConfig(max_concurrency=conc, preferred_transfer_client="classic")
-        )
+        tm = transfer_manager(spec, conc)
 
         def action() -> dict[str, Any]:
             futures = [tm.upload(io.BytesIO(b), bucket, n) for n, b in zip(names, data)]
@@ -99,23 +88,15 @@ def prepare_upload(spec: dict[str, Any]) -> Callable[[], dict[str, Any]]:
         return action
 
     if client == "obstore":
-        import asyncio
-
         import obstore
 
         store = obstore_store(spec)
 
+        async def put(i: int) -> None:
+            await obstore.put_async(store, names[i], data[i])
+
         def action() -> dict[str, Any]:
-            async def main() -> None:
-                sem = asyncio.Semaphore(conc)
-
-                async def one(n: str, b: bytes) -> None:
-                    async with sem:
-                        await obstore.put_async(store, n, b)
-
-                await asyncio.gather(*(one(n, b) for n, b in zip(names, data)))
-
-            asyncio.run(main())
+            gather_bounded([functools.partial(put, i) for i in range(count)], conc)
             return {"ok": count}
 
         return action

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, NamedTuple
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -36,6 +36,25 @@ def object_keys(spec: dict[str, Any], keys: list[bytes]) -> list[str]:
     location = parse_location(f"s3://{spec['bucket']}/{spec['prefix']}")
     mapper = KeyMapper(namespace(), prefix=location.prefix)
     return [mapper.key_for(k) for k in keys]
+
+
+class Row(NamedTuple):
+    """What a row's spec moves: its client, ``count`` blocks of ``size`` bytes, and where."""
+
+    client: str
+    count: int
+    size: int
+    seed: int
+    concurrency: int
+    bucket: str
+    keys: list[bytes]  # offload keys
+    names: list[str]  # their object keys
+
+
+def row(spec: dict[str, Any]) -> Row:
+    keys = offload_keys(spec["seed"], spec["count"])
+    return Row(spec["client"], spec["count"], spec["size"], spec["seed"], spec["concurrency"],
+               spec["bucket"], keys, object_keys(spec, keys))
 
 
 def sample_indices(count: int, samples: int) -> list[int]:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import _trust
+from bench.lib import trust as _trust
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -252,7 +252,7 @@ def chart(result: dict[str, Any], path: str) -> Path:
 
     ``result`` is what --json writes (so a saved run can be drawn again).
     """
-    from _charts import figure, grouped_bars, legend, save
+    from scripts.charts import figure, grouped_bars, legend, save
 
     args, label, rows = result["args"], result["label"], result["summary"]["rows"]
     sizes = list(dict.fromkeys(r["size"] for r in rows))

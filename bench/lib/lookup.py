@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from _blocks import namespace, object_keys, offload_keys, payload
-from _clients import boto3_client, s3kv_settings
+from bench.lib.blocks import namespace, object_keys, offload_keys, payload
+from bench.lib.clients import boto3_client, s3kv_settings
 
 
 def prepare_lookup(spec: dict[str, Any]) -> Callable[[], dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 * ``rgw-http``, ``rgw-https``: Ceph RGW 16 on loopback (tests/servers/rgw.py), one
   memstore OSD; ``rgw-https`` with its self-signed certificate's CA bundle.
-* ``aws-like``: the same RGW's HTTP endpoint behind bench/_latency_proxy.py, which adds a
+* ``aws-like``: the same RGW's HTTP endpoint behind bench/lib/latency_proxy.py, which adds a
   first-byte latency to every request and caps each connection's rate (both settable;
   defaults from published S3 figures, see that module); ``aws-like-tls`` the same with
   TLS between the client and the proxy, as to S3. The tiers talk to the proxy;
@@ -97,8 +97,7 @@ def _admin(endpoint: str, access: str, secret: str, ca: str | None) -> Any:
 def links(names: list[str], *, memstore_bytes: int, first_byte_seconds: float,
           connection_bytes_per_second: float | None) -> Iterator[dict[str, Link]]:
     """Start one RGW (and the proxy, for ``aws-like``); the links by name."""
-    from _latency_proxy import LatencyProxy
-
+    from bench.lib.latency_proxy import LatencyProxy
     from tests.servers.rgw import RGWServer
 
     unknown = sorted(set(names) - set(NAMES))

@@ -1,10 +1,10 @@
 """Fill the figures in README.md and docs/*.md from the committed JSON in docs/img/.
 
-    .venv/bin/python bench/doc_figures.py           # rewrite every marked block
-    .venv/bin/python bench/doc_figures.py --check   # exit 1 naming blocks that differ
+    .venv/bin/python scripts/doc_figures.py           # rewrite every marked block
+    .venv/bin/python scripts/doc_figures.py --check   # exit 1 naming blocks that differ
 
 Every figure the docs quote lives between ``<!-- bench:NAME:VIEW -->`` and
-``<!-- /bench -->`` (bench/_doc_blocks.py) and is rendered here from docs/img/NAME.json
+``<!-- /bench -->`` (scripts/doc_blocks.py) and is rendered here from docs/img/NAME.json
 by the benchmark's own table and chart functions, so a doc cannot drift from its JSON.
 Where the JSON does not exist yet the block says which command, run on a quiet machine,
 produces it. tests/unit/test_doc_figures.py checks that every block is what this
@@ -15,6 +15,7 @@ figure sits outside a block.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Callable
@@ -25,10 +26,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 IMG = ROOT / "docs" / "img"
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))  # s3kv, bench and scripts from this checkout
 
-from _doc_blocks import render  # noqa: E402
+from scripts.doc_blocks import render  # noqa: E402
 
 Table = Callable[[dict[str, Any]], str]
 
@@ -44,7 +44,7 @@ class Source:
 
 def _prompt(view: str) -> Callable[[], Table]:
     def get() -> Table:
-        import _prompt_report as r
+        from bench.lib import prompt_report as r
 
         if view.startswith("loads-"):  # one prompt length: loads-8192
             tokens = int(view.split("-", 1)[1])
@@ -56,7 +56,7 @@ def _prompt(view: str) -> Callable[[], Table]:
 
 def _from(module: str, name: str = "markdown") -> Callable[[], Table]:
     def get() -> Table:
-        table: Table = getattr(__import__(module), name)
+        table: Table = getattr(importlib.import_module(module), name)
         return table
     return get
 
@@ -71,32 +71,32 @@ SOURCES: dict[str, Source] = {
         "tier and bare awscrt GETs"),
     "clients": Source(
         ".venv/bin/python bench/bench_clients.py --json docs/img/clients.json",
-        {"table": _from("bench_clients", "table")}),
+        {"table": _from("bench.bench_clients", "table")}),
     "ttft": Source(
         ".venv-vllm-engine/bin/python bench/bench_ttft.py",
-        {"table": _from("bench_ttft")},
+        {"table": _from("bench.bench_ttft")},
         "Time to first token of a real vLLM engine: recompute, an S3 hit on Ceph RGW, "
         "vLLM's fs tier"),
     "lookup-requests": Source(
         ".venv-vllm/bin/python bench/bench_lookup_latency.py --backend rgw --repeat 3 "
         "--json docs/img/lookup-requests.json",
-        {"table": _from("bench_lookup_latency")},
+        {"table": _from("bench.bench_lookup_latency")},
         "Lookup of one prompt's chain: HEAD requests and time to verdict against chain "
         "length, s3kv's tier and vLLM's obj tier"),
     "renewal": Source(
         ".venv-vllm/bin/python bench/bench_renewal.py --servers rgw-http,rgw-https "
         "--json docs/img/renewal.json",
-        {"table": _from("bench_renewal")}),
+        {"table": _from("bench.bench_renewal")}),
     "renewal-drain": Source(
         ".venv-vllm/bin/python bench/bench_renewal.py --drain 1000 --servers rgw-http "
         "--json docs/img/renewal-drain.json",
-        {"table": _from("bench_renewal")}),
+        {"table": _from("bench.bench_renewal")}),
     "keys": Source(
         ".venv-vllm/bin/python bench/bench_keys.py --json docs/img/keys.json",
-        {"table": _from("bench_keys")}),
-    "transfer-rgw-http": Source(TRANSFER, {"table": _from("_transfer_report")},
+        {"table": _from("bench.bench_keys")}),
+    "transfer-rgw-http": Source(TRANSFER, {"table": _from("bench.lib.transfer_report")},
                                 "s3kv and other S3 clients on Ceph RGW over HTTP"),
-    "transfer-rgw-https": Source(TRANSFER, {"table": _from("_transfer_report")},
+    "transfer-rgw-https": Source(TRANSFER, {"table": _from("bench.lib.transfer_report")},
                                  "s3kv and other S3 clients on Ceph RGW over TLS"),
 }
 

@@ -1,6 +1,7 @@
 """Charts of benchmark results: PNGs for docs/img/, each saying what, where and when.
 
-Shared by the benchmark scripts:
+Drawn by the benchmarks' ``--redraw`` (bench/bench_*.py, bench/lib/*_report.py) and by
+scripts/dashboard_run.py:
 
 * ``figure()`` a titled figure with a footer (what was measured, the machine, the date)
 * ``grouped_bars()`` bars per group (block size, operation) and series (client), with
@@ -8,20 +9,18 @@ Shared by the benchmark scripts:
 * ``legend()`` one legend row for a figure of several panels
 * ``lines()`` one line per series, log-scale x and y by default (e.g. requests against
   chain length)
-* ``machine()`` the footer's machine line: cores, Python, OS, date
-* ``footer()`` a footer: what was measured, then the trust notes (bench/_trust.py)
+* ``footer()`` a footer: what was measured, then the trust notes (bench/lib/trust.py;
+  the machine line is ``bench.lib.trust.machine()``, recorded in the JSON)
 
 matplotlib runs on its Agg backend (no display); it is in the ``bench`` extra, and
-imported only when a chart is drawn (``machine()`` and the scripts that import this
-module run without it, e.g. in .venv-vllm).
+imported only when a chart is drawn (the benchmarks that import this module run
+without it, e.g. in .venv-vllm).
 """
 
 from __future__ import annotations
 
 import os
-import platform
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +38,6 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def machine(*, shared: bool = True) -> str:
-    """``2-core machine, shared with other jobs, Python 3.11.7, Linux x86_64, 2026-11-30``."""
-    where = f"{os.cpu_count()}-core machine" + (", shared with other jobs" if shared else "")
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    system = f"{platform.system()} {platform.machine()}"
-    return f"{where}, Python {platform.python_version()}, {system}, {when}"
 
 
 def footer(measured: str, *, machine_line: str, command: str, notes: Sequence[str] = ()) -> str:

@@ -12,6 +12,8 @@ Every benchmark script that records results goes through this module:
   ``max/min - 1`` over the rounds is its spread; a row whose spread exceeds
   ``SPREAD_LIMIT`` in any metric lists those metrics in ``"disagree"``.
 * ``notes(doc, label)`` the lines a chart footer or a table adds for both.
+* ``machine()`` where it was measured, for the JSON and the chart footer: cores, Python,
+  OS, date.
 
 A parent benchmark that checked the load before starting servers (bench_rgw.py) passes
 the value it saw to its children with ``--start-load-average``, so the servers it just
@@ -22,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 LOAD_LIMIT = 1.0
@@ -150,3 +154,11 @@ def notes(doc: Mapping[str, Any], rows: Iterable[Mapping[str, Any]] = (),
         out.append(f"{MARK} rounds disagree by more than {limit:.0%} (max/min - 1): "
                    + "; ".join(f"{label(r)} ({', '.join(ms)})" for r, ms in bad))
     return out
+
+
+def machine(*, shared: bool = True) -> str:
+    """``2-core machine, shared with other jobs, Python 3.11.7, Linux x86_64, 2026-11-30``."""
+    where = f"{os.cpu_count()}-core machine" + (", shared with other jobs" if shared else "")
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    system = f"{platform.system()} {platform.machine()}"
+    return f"{where}, Python {platform.python_version()}, {system}, {when}"

@@ -7,7 +7,7 @@ boto3 (plain, threads, s3transfer), obstore, awscrt's S3 client, and s3kv's sett
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 CLIENTS = (
@@ -56,6 +56,31 @@ def s3kv_settings(spec: dict[str, Any]) -> Any:
         concurrency=spec["concurrency"],
         ca_bundle=spec.get("ca_bundle"),
     )
+
+
+def transfer_manager(spec: dict[str, Any], concurrency: int) -> Any:
+    """s3transfer's manager on a boto3 client, ``concurrency`` threads (its classic client)."""
+    from boto3.s3.transfer import TransferConfig, create_transfer_manager
+
+    s3 = boto3_client(spec, pool=concurrency)
+    config = TransferConfig(max_concurrency=concurrency, preferred_transfer_client="classic")
+    return create_transfer_manager(s3, config)
+
+
+def gather_bounded(calls: Sequence[Callable[[], Awaitable[None]]], concurrency: int) -> None:
+    """Run the async calls on one event loop, at most ``concurrency`` at once (obstore)."""
+    import asyncio
+
+    async def main() -> None:
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(call: Callable[[], Awaitable[None]]) -> None:
+            async with sem:
+                await call()
+
+        await asyncio.gather(*(one(c) for c in calls))
+
+    asyncio.run(main())
 
 
 def obstore_store(spec: dict[str, Any]) -> Any:

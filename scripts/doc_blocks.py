@@ -3,7 +3,7 @@
 A generated block in README.md or docs/*.md::
 
     <!-- bench:prompt-load:loads -->
-    ...what bench/doc_figures.py renders from docs/img/prompt-load.json...
+    ...what scripts/doc_figures.py renders from docs/img/prompt-load.json...
     <!-- /bench -->
 
 ``NAME:VIEW`` names the JSON (docs/img/NAME.json) and what to render from it (a table,
