@@ -40,7 +40,7 @@ from s3kv.errors import InvalidInputError, NotAnS3KVKeyError, S3KVError
 from s3kv.naming.location import Location, parse_location
 from s3kv.naming.parse import parse_key
 from s3kv.ops.folders import model_part, namespace_folders, pick
-from s3kv.ops.gc.lease import GCLease
+from s3kv.ops.gc.lease import GCLease, release_and_close
 from s3kv.ops.gc.manifests import EmptyManifests
 from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
@@ -131,11 +131,7 @@ def remove(
         finally:
             job.meter.finish()
     finally:
-        try:
-            if lease is not None:
-                lease.release()
-        finally:
-            store.close()
+        release_and_close(lease, store)
     return RemoveReport(
         location=loc.url,
         namespaces=rows,

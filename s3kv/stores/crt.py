@@ -337,11 +337,9 @@ class CrtS3Store(S3Store):
             call.last = time.monotonic()
             if status_code >= 300:
                 return
-            answer.read(headers)
             try:
-                check_found("GET", where, self.network.endpoint, answer.etag, answer.content_type)
-                self.echoes.check_token("GET", where, self.network.endpoint, token,
-                                        answer.cache_control, call.client)
+                answer.read_get(headers, where, self.network.endpoint, self.echoes, token,
+                                call.client)
                 if max_bytes is not None and answer.size > max_bytes:
                     raise oversized(where, answer.size, max_bytes)
             except S3KVError as problem:  # read no further

@@ -25,12 +25,14 @@ from s3kv.errors import S3KVError, StoreError, TransferCancelledError, Transient
 from s3kv.integrity import Checksum
 from s3kv.settings import display_url
 from s3kv.stores.base import ObjectInfo
+from s3kv.stores.echoes import Echoes
 from s3kv.stores.memory import address_of, copy_from
 from s3kv.stores.network import Network
 from s3kv.stores.rules import (
     META_CHECKSUM,
     META_WRITE_ID,
     TIMEOUT_HINT,
+    check_found,
     error_fields,
     error_for,
     not_s3,
@@ -191,6 +193,14 @@ class Answer:
         self.write_id: str | None = None
         self.last_modified: datetime | None = None
         self.echoed: str | None = None  # the checksum a PUT's answer echoes
+
+    def read_get(self, headers: list[tuple[str, str]], where: str, endpoint: str,
+                 echoes: Echoes, token: str, carrier: object) -> None:
+        """A GET's 2xx headers, read and checked: S3's answer (an ETag, no web page) to
+        this very request (the token it sent, once the store echoes)."""
+        self.read(headers)
+        check_found("GET", where, endpoint, self.etag, self.content_type)
+        echoes.check_token("GET", where, endpoint, token, self.cache_control, carrier)
 
     def read(self, headers: list[tuple[str, str]]) -> None:
         for name, value in headers:

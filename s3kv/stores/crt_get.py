@@ -26,7 +26,6 @@ from s3kv.stores.memory import address_of, copy_to
 from s3kv.stores.rules import (
     RangeNotSatisfiable,
     attempt_seconds,
-    check_found,
     cut_short,
     size_mismatch,
 )
@@ -110,12 +109,8 @@ class BlockGet:
             call.last = time.monotonic()
             if status_code >= 300:
                 return
-            answer.read(headers)
             try:
-                check_found("GET", where, endpoint, answer.etag, answer.content_type)
-                store.echoes.check_token(
-                    "GET", where, endpoint, token, answer.cache_control, call.client
-                )
+                answer.read_get(headers, where, endpoint, store.echoes, token, call.client)
                 if answer.size != expected:
                     raise size_mismatch(where, answer.size, expected)
                 if answer.length != length:

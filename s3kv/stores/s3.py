@@ -195,13 +195,18 @@ class S3Store(Multipart, TagsAndVersions, Store):
         return bytes(data)
 
     def head(self, key: str) -> ObjectInfo | None:
+        found = self._head(key)
+        return None if found is None else found[0]
+
+    def _head(self, key: str) -> tuple[ObjectInfo, dict[str, Any]] | None:
+        """boto3's HEAD of ``key``: what it says of the object, and the whole answer."""
         where = self._where(key)
         try:
             with self._translated("HEAD", where):
                 resp = self.client.head_object(Bucket=self.bucket, Key=key)
         except ObjectNotFoundError:
             return None
-        return self._info("HEAD", where, key, resp)
+        return self._info("HEAD", where, key, resp), resp
 
     def _info(self, operation: str, where: str, key: str, resp: dict[str, Any]) -> ObjectInfo:
         check_found(operation, where, self.network.endpoint, resp.get("ETag"),
@@ -327,13 +332,10 @@ class S3Store(Multipart, TagsAndVersions, Store):
 
     def describe(self, key: str) -> ObjectDetails | None:
         """boto3's HEAD: every user metadata field, and the store's clock (``Date``)."""
-        where = self._where(key)
-        try:
-            with self._translated("HEAD", where):
-                resp = self.client.head_object(Bucket=self.bucket, Key=key)
-        except ObjectNotFoundError:
+        found = self._head(key)
+        if found is None:
             return None
-        info = self._info("HEAD", where, key, resp)
+        info, resp = found
         return ObjectDetails(info, dict(resp.get("Metadata") or {}), _server_time(resp))
 
     def renew(

@@ -54,7 +54,7 @@ from datetime import datetime, timedelta, timezone
 from s3kv.errors import InvalidInputError, S3KVError
 from s3kv.naming.location import Location, parse_location
 from s3kv.ops.gc import versions as gc_versions
-from s3kv.ops.gc.lease import GCLease
+from s3kv.ops.gc.lease import GCLease, release_and_close
 from s3kv.ops.gc.manifests import EmptyManifests
 from s3kv.ops.gc.window import Near, Window
 from s3kv.ops.scope import Census, NestedCache
@@ -167,11 +167,7 @@ def gc(
         finally:
             job.meter.finish()  # a last event, Ctrl-C too: what an interrupt reports
     finally:
-        try:
-            if lease is not None:
-                lease.release()
-        finally:
-            store.close()
+        release_and_close(lease, store)
 
 
 @dataclass(frozen=True, slots=True)

@@ -249,6 +249,16 @@ class GCLease:
         self.held = True
 
 
+def release_and_close(lease: GCLease | None, store: Store) -> None:
+    """The end of a deleting job: its lease released (if it took one), then its store
+    closed, whatever the release met."""
+    try:
+        if lease is not None:
+            lease.release()
+    finally:
+        store.close()
+
+
 def _holder(data: bytes) -> tuple[str, bool]:
     try:
         held = json.loads(data)
