@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from s3kv import integrity
+import s3kv.integrity as integrity
 from s3kv.errors import (
     ChecksumMismatchError,
     IntegrityError,

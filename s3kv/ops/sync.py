@@ -40,7 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Literal
 
-from s3kv import integrity
+import s3kv.integrity as integrity
 from s3kv.errors import (
     ChecksumMismatchError,
     ObjectNotFoundError,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal
 
-from s3kv import integrity
+import s3kv.integrity as integrity
 from s3kv.errors import IntegrityError, S3KVError
 from s3kv.naming.location import Location, parse_location
 from s3kv.ops.scope import Census, NestedCache

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from awscrt import s3
 
 from s3kv.errors import S3KVError, TransferCancelledError, TransientStoreError
+from s3kv.settings import S3Settings
 from s3kv.stores.base import ObjectInfo
 from s3kv.stores.crt_call import Answer, Call
-from s3kv.stores.echoes import TOKEN_PARAMETER, request_token
+from s3kv.stores.echoes import TOKEN_PARAMETER, Echoes, request_token
 from s3kv.stores.memory import address_of, copy_to
+from s3kv.stores.network import Network
 from s3kv.stores.rules import (
     RangeNotSatisfiable,
     attempt_seconds,
@@ -30,10 +33,24 @@ from s3kv.stores.rules import (
     size_mismatch,
 )
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
-    from s3kv.stores.crt import CrtS3Store
+class Sender(Protocol):
+    """What a block's parts need of the store that sends them (:class:`.crt.CrtS3Store`)."""
+
+    settings: S3Settings
+    network: Network
+    echoes: Echoes
+
+    def start(
+        self, method: str, key: str, call: Call, *, query: str = "",
+        headers: list[tuple[str, str]] | None = None, body: memoryview | None = None,
+        on_headers: Callable[..., None] | None = None,
+        on_body: Callable[..., None] | None = None, kind: Any = ...,
+        operation: str | None = None, part_bytes: int | None = None,
+    ) -> None: ...
+
+    def failure(self, exc: BaseException | None, call: Call, method: str, where: str,
+                nbytes: int = 0) -> BaseException: ...
 
 MIN_PART_BYTES = 4 * 1024 * 1024
 """A block is split into ranged parts of at least this size (Ceph RGW stores objects in
@@ -56,7 +73,7 @@ class BlockGet:
 
     def __init__(
         self,
-        store: CrtS3Store,
+        store: Sender,
         key: str,
         where: str,
         buffer: memoryview,

@@ -19,7 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from s3kv import integrity
+import s3kv.integrity as integrity
 from s3kv.errors import TransientStoreError
 from s3kv.integrity import Buffer
 from s3kv.settings import display_url

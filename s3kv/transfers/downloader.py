@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from s3kv import integrity
+import s3kv.integrity as integrity
 from s3kv.errors import (
     ChecksumMismatchError,
     IntegrityError,

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from s3kv import integrity
+import s3kv.integrity as integrity
 from s3kv.errors import NamespaceConflictError, S3KVError
 from s3kv.naming.chains import parent_metadata
 from s3kv.naming.keys import KeyStyle
