@@ -14,6 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TypeVar
 
 from s3kv.errors import TransferCancelledError, TransientStoreError
@@ -24,6 +25,11 @@ T = TypeVar("T")
 # Jitter from a generator of our own: a library's background threads must not move the
 # global ``random`` state that an application (or its test framework) seeds and replays.
 JITTER = random.Random()
+
+ATTEMPT: ContextVar[int] = ContextVar("s3kv_attempt", default=1)
+"""The attempt (1-based) that requests sent now belong to: :func:`with_retries` sets it
+around each call, :class:`s3kv.transfers.pipeline.PipelinedJob` around each start. A store
+reports it with each request (:class:`s3kv.stores.hooks.RequestEvent`): a retry is known."""
 
 
 def backoff_delay(settings: S3Settings, attempt: int) -> float:
@@ -68,7 +74,8 @@ def with_retries(
 
     Gives up after ``settings.max_attempts`` attempts or once the next attempt would start
     after ``deadline`` (a ``time.monotonic()`` value; default: now + deadline_seconds),
-    re-raising the last error with the count of attempts.
+    re-raising the last error with the count of attempts. Each call runs with
+    :data:`ATTEMPT` set to its number.
     """
     started = time.monotonic()
     if deadline is None:
@@ -76,17 +83,21 @@ def with_retries(
     attempt = 0
     while True:
         attempt += 1
+        token = ATTEMPT.set(attempt)
         try:
             return fn()
         except TransientStoreError as exc:
-            delay = retry_delay(settings, attempt, exc)
-            now = time.monotonic()
-            if attempt >= settings.max_attempts or now + delay > deadline:
-                raise TransientStoreError(
-                    give_up_reason(exc, settings, attempt, now - started, delay)
-                ) from exc
-            if cancelled is not None:
-                if cancelled.wait(delay):
-                    raise TransferCancelledError("cancelled while waiting to retry") from exc
-            else:
-                time.sleep(delay)
+            error = exc
+        finally:
+            ATTEMPT.reset(token)
+        delay = retry_delay(settings, attempt, error)
+        now = time.monotonic()
+        if attempt >= settings.max_attempts or now + delay > deadline:
+            raise TransientStoreError(
+                give_up_reason(error, settings, attempt, now - started, delay)
+            ) from error
+        if cancelled is not None:
+            if cancelled.wait(delay):
+                raise TransferCancelledError("cancelled while waiting to retry") from error
+        else:
+            time.sleep(delay)

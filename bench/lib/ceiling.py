@@ -59,7 +59,7 @@ class CrtGets:
     @classmethod
     def s3kv(cls, *, connections: int, **link: Any) -> CrtGets:
         """The settings s3kv's awscrt store uses today (part size; connections = threads)."""
-        from s3kv.stores.crt import PART_BYTES
+        from s3kv.stores.crt_client import PART_BYTES
 
         return cls(part_bytes=PART_BYTES, connections=connections,
                    name="awscrt GETs (s3kv's settings)", **link)

@@ -63,6 +63,29 @@ class ObjectVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestEvent:
+    """One request a store sent, as it ended (:attr:`Store.on_request`)."""
+
+    operation: str
+    """``get``, ``put``, ``head``, ``copy`` (a renewal) or ``tagging``."""
+    key: str
+    outcome: str
+    """``ok``, ``created``, ``exists`` (a create-only PUT found the object), ``not_found``,
+    ``size_mismatch``, ``transient``, ``denied`` or ``error``."""
+    attempt: int = 1
+    """The attempt of the retry loop that sent it (:data:`s3kv.retry.ATTEMPT`): above 1,
+    a retry."""
+    nbytes: int = 0
+    """Payload bytes: the body sent (put) or read (get)."""
+    seconds: float = 0.0
+    info: ObjectInfo | None = None
+    """What a ``get`` or ``head`` that found the object answered."""
+
+
+RequestHook = Callable[[RequestEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
 class MultipartUpload:
     """An upload started and never completed or aborted."""
 
@@ -109,6 +132,12 @@ class Store(abc.ABC):
     is_local: bool = False
     """Objects are files on this machine (vLLM's filesystem-tier layout): no wire between,
     no ETags, no checksums recorded."""
+
+    on_request: RequestHook | None = None
+    """Called with a :class:`RequestEvent` for every GET, PUT, HEAD, renewal copy and
+    tagging request the store sends, once it ended (on the thread that saw it end; it
+    must be quick and must not raise). None (the default): nothing is measured. Set it
+    once, before the store's first request (:mod:`s3kv.stores.hooks`)."""
 
     def copies_from(self, source: Store) -> bool:
         """Whether :meth:`copy_from` can copy from ``source`` inside the store (no byte

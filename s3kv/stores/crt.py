@@ -46,6 +46,7 @@ from s3kv.stores.crt_get import BlockGet, plan
 from s3kv.stores.echoes import TOKEN_PARAMETER, Echoes, request_token
 from s3kv.stores.endpoint import DataEndpoint, data_endpoint
 from s3kv.stores.errors import short
+from s3kv.stores.hooks import reported, reporting_done
 from s3kv.stores.rules import (
     ConditionFailed,
     RangeNotSatisfiable,
@@ -240,6 +241,8 @@ class CrtS3Store(S3Store):
         """Start a PUT; ``done(created, None)`` or ``done(None, error)`` later, from
         another thread (``created`` False: create-only and the object existed). Only for
         sizes :meth:`can_submit` accepts. Returns a function that cancels the request."""
+        if self.on_request is not None:
+            done = reporting_done(self.on_request, "put", key, data.nbytes, done)
         where = self._where(key)
         headers = write_headers(options, self.settings)
         if self._trace:
@@ -319,10 +322,13 @@ class CrtS3Store(S3Store):
         the buffer. Returns a function that cancels the read."""
         if self._trace:
             trace({"op": "GetObject", "bucket": self.bucket, "key": key})
+        if self.on_request is not None:
+            done = reporting_done(self.on_request, "get", key, buffer.nbytes, done)
         block = BlockGet(self, key, self._where(key), buffer, done)
         block.start(max(parts, -(-len(buffer) // MAX_REQUEST_BYTES)))
         return block.cancel
 
+    @reported
     def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         """The whole object (a manifest, or a block of unknown destination)."""
         if self._trace:
@@ -365,6 +371,7 @@ class CrtS3Store(S3Store):
             raise cut_short("GET", where, len(data), answer.size)
         return data, answer.info()
 
+    @reported
     def head(self, key: str) -> ObjectInfo | None:
         if self._trace:
             trace({"op": "HeadObject", "bucket": self.bucket, "key": key})

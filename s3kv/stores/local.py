@@ -21,6 +21,7 @@ from s3kv.errors import InvalidKeyError, SizeMismatchError, StoreError
 from s3kv.integrity import Buffer
 from s3kv.stores.base import ObjectInfo, PutOptions, Store
 from s3kv.stores.errors import from_os_error
+from s3kv.stores.hooks import reported
 
 TMP_SUFFIX = ".tmp"
 _TOKEN = re.compile(r"[0-9A-Za-z-]{1,64}")
@@ -54,6 +55,7 @@ class LocalStore(Store):
 
     # -- reads ------------------------------------------------------------------------
 
+    @reported
     def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         path = self.path_for(key)
         try:
@@ -69,6 +71,7 @@ class LocalStore(Store):
             raise from_os_error(exc, "read", str(path)) from exc
         return data, _info(key, len(data), st.st_mtime)
 
+    @reported
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
         path = self.path_for(key)
         try:
@@ -88,6 +91,7 @@ class LocalStore(Store):
             raise from_os_error(exc, "read", str(path)) from exc
         return _info(key, st.st_size, st.st_mtime)
 
+    @reported
     def get_range(self, key: str, *, start: int, end: int | None = None) -> bytes:
         path = self.path_for(key)
         try:
@@ -97,6 +101,7 @@ class LocalStore(Store):
         except OSError as exc:
             raise from_os_error(exc, "read", str(path)) from exc
 
+    @reported
     def head(self, key: str) -> ObjectInfo | None:
         path = self.path_for(key)
         try:
@@ -131,6 +136,7 @@ class LocalStore(Store):
 
     # -- writes -----------------------------------------------------------------------
 
+    @reported
     def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
         path = self.path_for(key)
         *folders, name = key.split("/")
@@ -209,6 +215,7 @@ class LocalStore(Store):
                 failed[key] = exc.strerror or str(exc)
         return failed
 
+    @reported
     def renew(
         self, key: str, *, unmodified_since: datetime, metadata: Mapping[str, str]
     ) -> datetime | None:

@@ -34,6 +34,7 @@ from s3kv.stores.base import (
 from s3kv.stores.echoes import Echoes, request_token
 from s3kv.stores.endpoint import configured_endpoint
 from s3kv.stores.errors import client_setup, translated
+from s3kv.stores.hooks import reported
 from s3kv.stores.network import network_for
 from s3kv.stores.pages import PageGuard
 from s3kv.stores.rules import (
@@ -124,6 +125,7 @@ class S3Store(Multipart, TagsAndVersions, Store):
             raise
         return resp, size
 
+    @reported
     def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         where = self._where(key)
         started = time.monotonic()
@@ -143,6 +145,7 @@ class S3Store(Multipart, TagsAndVersions, Store):
             self._read(resp["Body"], memoryview(data), where, started)
         return bytes(data), info
 
+    @reported
     def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
         where = self._where(key)
         started = time.monotonic()
@@ -177,6 +180,7 @@ class S3Store(Multipart, TagsAndVersions, Store):
         finally:
             self._watchdog.forget(watch)
 
+    @reported
     def get_range(self, key: str, *, start: int, end: int | None = None) -> bytes:
         where = self._where(key)
         started = time.monotonic()
@@ -194,6 +198,7 @@ class S3Store(Multipart, TagsAndVersions, Store):
             self._read(resp["Body"], memoryview(data), where, started)
         return bytes(data)
 
+    @reported
     def head(self, key: str) -> ObjectInfo | None:
         found = self._head(key)
         return None if found is None else found[0]
@@ -241,6 +246,7 @@ class S3Store(Multipart, TagsAndVersions, Store):
 
     # -- writes -----------------------------------------------------------------------
 
+    @reported
     def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
         if len(data) >= self.settings.multipart_threshold_bytes:
             return self._put_multipart(key, memoryview(data), options)
@@ -330,6 +336,7 @@ class S3Store(Multipart, TagsAndVersions, Store):
             )
         return True
 
+    @reported
     def describe(self, key: str) -> ObjectDetails | None:
         """boto3's HEAD: every user metadata field, and the store's clock (``Date``)."""
         found = self._head(key)
@@ -338,6 +345,7 @@ class S3Store(Multipart, TagsAndVersions, Store):
         info, resp = found
         return ObjectDetails(info, dict(resp.get("Metadata") or {}), _server_time(resp))
 
+    @reported
     def renew(
         self, key: str, *, unmodified_since: datetime, metadata: Mapping[str, str]
     ) -> datetime | None:

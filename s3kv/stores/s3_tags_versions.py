@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from s3kv.stores.base import DELETE_BATCH, ObjectVersion
+from s3kv.stores.hooks import reported
 from s3kv.stores.network import Network
 from s3kv.stores.rules import not_s3
 
@@ -29,11 +30,13 @@ class TagsAndVersions:
     _translated: Callable[[str, str], AbstractContextManager[Any]]
     _page: Callable[[str, str, Any], dict[str, Any]]
 
+    @reported
     def get_tags(self, key: str) -> dict[str, str] | None:
         with self._translated("GET-TAGGING", self._where(key)):
             got = self.client.get_object_tagging(Bucket=self.bucket, Key=key)
         return {t["Key"]: t["Value"] for t in got.get("TagSet") or ()}
 
+    @reported
     def put_tags(self, key: str, tags: Mapping[str, str]) -> None:
         with self._translated("PUT-TAGGING", self._where(key)):
             self.client.put_object_tagging(

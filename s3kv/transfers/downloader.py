@@ -156,18 +156,18 @@ class Downloader(Transfer):
         unknown = [i for i, a in enumerate(answers) if a is None]
         if unknown:
             self._requests += len(unknown)
-
-            def head(key: str) -> bool:
-                return with_retries(lambda: self.store.head(key), self.settings) is not None
-
             if len(unknown) == 1:
-                found = [head(object_keys[unknown[0]])]
+                found = [self._present(object_keys[unknown[0]])]
             else:
-                found = list(self.executor.map(head, [object_keys[i] for i in unknown]))
+                found = list(self.executor.map(self._present, [object_keys[i] for i in unknown]))
             for i, present in zip(unknown, found):
                 answers[i] = present
                 self.presence.put(object_keys[i], present)
         return [bool(a) for a in answers]
+
+    def _present(self, object_key: str) -> bool:
+        """A lookup's HEAD: whether the object exists."""
+        return with_retries(lambda: self.store.head(object_key), self.settings) is not None
 
     # -- loads ------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ every request in flight; with awscrt that costs about a quarter of a millisecond
 per request in thread hand-offs. Here a request's completion starts the next one's slot
 instead. Retries keep the policy of :func:`s3kv.retry.with_retries` (the same
 :func:`~s3kv.retry.retry_delay`, so ``Retry-After`` too): transient errors only, bounded
-by attempts and a per-block deadline. :meth:`PipelinedJob.cancel` cancels the requests
+by attempts and a per-block deadline; each start runs with :data:`~s3kv.retry.ATTEMPT` set,
+so its requests report which attempt they are. :meth:`PipelinedJob.cancel` cancels the requests
 in flight (the store's cancel functions), so a cancelled job ends at once.
 """
 
@@ -21,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
 from s3kv.errors import S3KVError, TransferCancelledError, TransientStoreError
-from s3kv.retry import give_up_reason, retry_delay
+from s3kv.retry import ATTEMPT, give_up_reason, retry_delay
 from s3kv.settings import S3Settings
 from s3kv.transfers.jobs import BlockResult, TransferJob
 
@@ -150,11 +151,13 @@ class PipelinedJob(TransferJob):
         started.append(done)
         self._live.add(done)
         self._starting.active = True
+        token = ATTEMPT.set(tries + 1)  # the attempt its requests report
         try:
             done.cancel = attempt.start(done)
         except BaseException as exc:
             done(None, exc)
         finally:
+            ATTEMPT.reset(token)
             self._starting.active = False
         if self._cancel.is_set() and done.cancel is not None:
             done.cancel()  # cancel() ran while this one was starting

@@ -14,21 +14,53 @@ prefix and each unknown one is HEADed.
 A key claimed present that is not (a hole in the chain) fails only its own load; the
 tier then calls :meth:`mark_miss`, which also remembers it absent in the presence cache,
 so the next request's search stops there instead of claiming it again.
+
+S3 answers a request for a missing key with 404 only to callers who may list the bucket;
+others get 403. The reader and writer policies in ``terraform/`` grant ``s3:ListBucket``
+held to the cache prefix, and Ceph RGW then answers 403 for every missing block (seen on
+RGW 16; an unconditioned ``s3:ListBucket`` gives 404). The tier has read the manifest
+under the same prefix with the same credentials before its first lookup, so a HEAD that
+answers 403 there means "absent": :class:`LookupDownloader` says so, once in the log,
+instead of failing the lookup batch (vLLM would log it and answer MISS for every key of
+the batch, present ones included).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 
 from vllm.v1.kv_offload.base import OffloadKey, ReqContext, get_offload_group_idx
 from vllm.v1.kv_offload.tiering.async_lookup import AsyncLookupManager
 
+from s3kv.errors import AccessDeniedError
 from s3kv.transfers.downloader import Downloader
 from s3kv.transfers.lookup import LookupStats, fanout_for, prefix_length
 
 LOOKUP_THREADS = fanout_for(15_624)
 """Threads for lookup HEADs: a whole search round at once (24, the fanout of chains up to
 15,624 blocks), so a round costs one round trip."""
+
+logger = logging.getLogger("s3kv.vllm")
+
+
+class LookupDownloader(Downloader):
+    """Lookups' downloader: a HEAD answered 403 is an absent key (logged once)."""
+
+    _told = False
+
+    def _present(self, object_key: str) -> bool:
+        try:
+            return super()._present(object_key)
+        except AccessDeniedError as exc:
+            if not self._told:
+                self._told = True
+                logger.info(
+                    "s3kv lookups: HEAD answered 403 (%s); the credentials may read but "
+                    "not list this prefix, so S3 says 403 for missing keys: taken as absent",
+                    exc,
+                )
+            return False
 
 
 class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]

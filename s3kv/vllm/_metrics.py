@@ -7,8 +7,9 @@ gives the same tier (``"<1-based index>:<type>"``), so s3kv's series join vLLM's
 
 What is counted, and where:
 
-* requests by operation and outcome, retries, size failures: :class:`MeteredStore`, a
-  store that wraps the tier's store (it sees every request, retries included);
+* requests by operation and outcome, retries, size failures: :meth:`TierMeter.on_request`,
+  the tier's store's request hook (:attr:`s3kv.stores.base.Store.on_request`): every
+  request reports its outcome and the attempt that sent it, so a retry is known;
 * checksum failures: :class:`MeteredDownloader`, where loads verify checksums;
 * blocks and bytes by outcome, store/load latency: each finished job's report;
 * lookup HEADs and answers from the presence cache: the lookup manager's
@@ -18,10 +19,7 @@ What is counted, and where:
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
     OffloadingConnectorStats,
@@ -32,25 +30,15 @@ from vllm.v1.kv_offload.base import (
     OffloadingMetricMetadata,
 )
 
-from s3kv.errors import (
-    AccessDeniedError,
-    ChecksumMismatchError,
-    ObjectNotFoundError,
-    SizeMismatchError,
-    TransientStoreError,
-)
-from s3kv.integrity import Buffer
+from s3kv.errors import ChecksumMismatchError
 from s3kv.report import TransferReport
-from s3kv.stores.base import Cancel, ObjectDetails, ObjectInfo, PutOptions, Store
+from s3kv.stores.base import RequestEvent
 from s3kv.transfers.downloader import Downloader
-from s3kv.vllm._stores import ForwardingStore
 
 try:
     from vllm.v1.kv_offload.tiering.base import TIER_LABEL
 except ImportError:  # vLLM 0.32.0 uses the same label without naming it
     TIER_LABEL = "tier"
-
-T = TypeVar("T")
 
 PREFIX = "vllm:kv_offload_s3kv_"
 REQUESTS = PREFIX + "requests"
@@ -69,10 +57,6 @@ RENEWAL_OUTCOMES = ("renewed", "already_renewed", "changed", "gone", "failed", "
 """:class:`s3kv.ops.gc.renewal.Renewer` counters, each an ``outcome`` of :data:`RENEWALS`."""
 
 TRANSFER_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
-
-RETRY_MEMORY = 100_000
-"""Keys remembered after a transient failure, to recognise the retry that follows."""
-
 
 def metric_definitions() -> dict[str, OffloadingMetricMetadata]:
     """The Prometheus metrics every s3kv tier reports (one set for all s3kv tiers)."""
@@ -182,6 +166,17 @@ class TierMeter:
         with self._lock:
             self._samples.setdefault(key, []).append(value)
 
+    def on_request(self, event: RequestEvent) -> None:
+        """One request of the tier's store (its hook): by operation and outcome; a retry
+        when its attempt is not the first; a size failure when it was refused for size.
+        Renewals are ``copy`` requests (``not_found`` when the object was gone or not the
+        one seen). The tier sends no listings or deletes."""
+        if event.attempt > 1:
+            self.count(RETRIES, event.operation)
+        if event.outcome == "size_mismatch":
+            self.count(INTEGRITY_FAILURES, "size")
+        self.count(REQUESTS, event.operation, event.outcome)
+
     def on_job(self, *, is_load: bool, report: TransferReport | None) -> None:
         """A finished job: blocks by outcome, bytes, and its duration."""
         operation = "load" if is_load else "store"
@@ -234,153 +229,6 @@ class TierMeter:
             for value in values:
                 stats.observe_histogram(name, value, labels)
         return stats
-
-
-def _outcome(error: BaseException) -> str:
-    if isinstance(error, ObjectNotFoundError):
-        return "not_found"
-    if isinstance(error, SizeMismatchError):
-        return "size_mismatch"
-    if isinstance(error, TransientStoreError):
-        return "transient"
-    if isinstance(error, AccessDeniedError):
-        return "denied"
-    return "error"
-
-
-class MeteredStore(ForwardingStore):
-    """The tier's store, counting each GET, PUT and HEAD by outcome, and retries.
-
-    A retry is recognised as a request for an (operation, key) whose previous request
-    failed transiently: s3kv's retry loops re-send exactly that. Renewals are metered as
-    ``copy`` (``not_found`` when the object was gone or not the one seen). Listings and
-    deletes are not metered: the tier sends none.
-    """
-
-    def __init__(self, inner: Store, meter: TierMeter) -> None:
-        super().__init__(inner)
-        self.meter = meter
-        self._failed: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._failed_lock = threading.Lock()
-
-    # -- accounting -----------------------------------------------------------------------
-
-    def _starting(self, operation: str, key: str) -> None:
-        if not self._failed:  # the common case: nothing is waiting to be retried
-            return
-        with self._failed_lock:
-            retry = (operation, key) in self._failed
-            if retry:
-                del self._failed[(operation, key)]
-        if retry:
-            self.meter.count(RETRIES, operation)
-
-    def _finished(self, operation: str, key: str, outcome: str) -> None:
-        if outcome == "transient":
-            with self._failed_lock:
-                self._failed[(operation, key)] = None
-                if len(self._failed) > RETRY_MEMORY:
-                    self._failed.popitem(last=False)
-        elif outcome == "size_mismatch":
-            self.meter.count(INTEGRITY_FAILURES, "size")
-        self.meter.count(REQUESTS, operation, outcome)
-
-    def _call(self, operation: str, key: str, fn: Callable[[], T], ok: Callable[[T], str]) -> T:
-        self._starting(operation, key)
-        try:
-            result = fn()
-        except BaseException as exc:
-            self._finished(operation, key, _outcome(exc))
-            raise
-        self._finished(operation, key, ok(result))
-        return result
-
-    # -- the requests the tier sends ------------------------------------------------------
-
-    def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
-        return self._call(
-            "get", key, lambda: self.inner.get(key, max_bytes=max_bytes), lambda _: "ok"
-        )
-
-    def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
-        return self._call("get", key, lambda: self.inner.get_into(key, buffer), lambda _: "ok")
-
-    def get_range(self, key: str, *, start: int, end: int | None = None) -> bytes:
-        return self._call(
-            "get", key, lambda: self.inner.get_range(key, start=start, end=end), lambda _: "ok"
-        )
-
-    def put(self, key: str, data: Buffer, options: PutOptions) -> bool:
-        return self._call(
-            "put",
-            key,
-            lambda: self.inner.put(key, data, options),
-            lambda created: "created" if created else "exists",
-        )
-
-    def head(self, key: str) -> ObjectInfo | None:
-        return self._call(
-            "head",
-            key,
-            lambda: self.inner.head(key),
-            lambda info: "ok" if info is not None else "not_found",
-        )
-
-    def describe(self, key: str) -> ObjectDetails | None:
-        return self._call(
-            "head",
-            key,
-            lambda: self.inner.describe(key),
-            lambda got: "ok" if got is not None else "not_found",
-        )
-
-    def renew(
-        self, key: str, *, unmodified_since: datetime, metadata: Mapping[str, str]
-    ) -> datetime | None:
-        return self._call(
-            "copy",
-            key,
-            lambda: self.inner.renew(key, unmodified_since=unmodified_since, metadata=metadata),
-            lambda when: "ok" if when is not None else "not_found",
-        )
-
-    def get_tags(self, key: str) -> dict[str, str] | None:
-        return self._call("tagging", key, lambda: self.inner.get_tags(key), lambda _: "ok")
-
-    def put_tags(self, key: str, tags: Mapping[str, str]) -> None:
-        self._call("tagging", key, lambda: self.inner.put_tags(key, tags), lambda _: "ok")
-
-    def submit_put(
-        self,
-        key: str,
-        data: memoryview,
-        options: PutOptions,
-        done: Callable[[bool | None, BaseException | None], None],
-    ) -> Cancel:
-        self._starting("put", key)
-
-        def finished(created: bool | None, error: BaseException | None) -> None:
-            outcome = _outcome(error) if error is not None else ("created" if created else "exists")
-            self._finished("put", key, outcome)
-            done(created, error)
-
-        return self.inner.submit_put(key, data, options, finished)
-
-    def submit_get_into(
-        self,
-        key: str,
-        buffer: memoryview,
-        done: Callable[[ObjectInfo | None, BaseException | None], None],
-        *,
-        parts: int = 1,
-    ) -> Cancel:
-        self._starting("get", key)
-
-        def finished(info: ObjectInfo | None, error: BaseException | None) -> None:
-            self._finished("get", key, _outcome(error) if error is not None else "ok")
-            done(info, error)
-
-        return self.inner.submit_get_into(key, buffer, finished, parts=parts)
 
 
 class MeteredDownloader(Downloader):

@@ -1,8 +1,9 @@
 """Use and loss of blocks, as the tier sees them: renewals out, removal events in.
 
-:class:`ObservingStore` sits on the tier's store, under loads and lookups: every HEAD or
-GET that answers hands its ``Last-Modified``, ETag and checksum to :class:`UsageTracker`,
-and every 404 is checked against what the tier had seen present. The tracker
+The tier's store reports each request to :meth:`UsageTracker.on_request` (its request
+hook, :attr:`s3kv.stores.base.Store.on_request`): every HEAD or GET that answers hands its
+``Last-Modified``, ETag and checksum to the tracker, and every 404 is checked against what
+the tier had seen present. The tracker
 
 * feeds uses to the :class:`~s3kv.ops.gc.renewal.Renewer` (a load's blocks, a lookup's HITs,
   ``touch``), one chain at a time, so last use reaches S3 (see :mod:`s3kv.ops.gc.renewal`);
@@ -22,16 +23,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from s3kv.errors import InvalidInputError, NotAnS3KVKeyError, ObjectNotFoundError
+from s3kv.errors import InvalidInputError, NotAnS3KVKeyError
 from s3kv.naming.parse import parse_key
 from s3kv.ops.gc.renewal import Renewer
 from s3kv.settings import S3Settings
-from s3kv.stores.base import Cancel, ObjectInfo, Store
+from s3kv.stores.base import ObjectInfo, RequestEvent, Store
 from s3kv.transfers.lookup import PresenceCache
 from s3kv.transfers.transfer import BLOCK_TAGS
 from s3kv.units import parse_duration
 from s3kv.vllm._metrics import RENEWAL_OUTCOMES
-from s3kv.vllm._stores import ForwardingStore, GetDone
 
 MAX_PRESENT = 200_000
 """Keys remembered as seen present (for removal events), least recently seen forgotten."""
@@ -88,6 +88,18 @@ class UsageTracker:
         r = self.renewer
         return {("failed",): float(r.retag_failed), ("repaired",): float(r.retagged)}
 
+    def on_request(self, event: RequestEvent) -> None:
+        """A request of the tier's store ended: a HEAD or GET that found the object tells
+        what it is; one that found nothing, that it is gone (loads, lookups, the manifest's
+        checks, the renewer's looks; a renewal's own copy says nothing: its 404 may be a
+        changed object)."""
+        if event.operation not in ("get", "head"):
+            return
+        if event.info is not None:
+            self.answered(event.info)
+        elif event.outcome == "not_found":
+            self.missing(event.key)
+
     def answered(self, info: ObjectInfo) -> None:
         """A HEAD or GET found the object."""
         self.present([info.key])
@@ -136,54 +148,6 @@ class UsageTracker:
         """Object keys of one chain, in chain order, were used (never blocks)."""
         if self.renewer is not None and chain:
             self.renewer.use(chain, probe_unknown=probe_unknown)
-
-
-class ObservingStore(ForwardingStore):
-    """The tier's store, telling a :class:`UsageTracker` what each HEAD and GET answered."""
-
-    def __init__(self, inner: Store, tracker: UsageTracker) -> None:
-        super().__init__(inner)
-        self.tracker = tracker
-
-    def head(self, key: str) -> ObjectInfo | None:
-        info = self.inner.head(key)
-        if info is None:
-            self.tracker.missing(key)
-        else:
-            self.tracker.answered(info)
-        return info
-
-    def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
-        try:
-            data, info = self.inner.get(key, max_bytes=max_bytes)
-        except ObjectNotFoundError:
-            self.tracker.missing(key)
-            raise
-        self.tracker.answered(info)
-        return data, info
-
-    def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
-        try:
-            info = self.inner.get_into(key, buffer)
-        except ObjectNotFoundError:
-            self.tracker.missing(key)
-            raise
-        self.tracker.answered(info)
-        return info
-
-    def submit_get_into(
-        self, key: str, buffer: memoryview, done: GetDone, *, parts: int = 1
-    ) -> Cancel:
-        tracker = self.tracker
-
-        def finished(info: ObjectInfo | None, error: BaseException | None) -> None:
-            if isinstance(error, ObjectNotFoundError):
-                tracker.missing(key)
-            elif info is not None:
-                tracker.answered(info)
-            done(info, error)
-
-        return self.inner.submit_get_into(key, buffer, finished, parts=parts)
 
 
 def parse_renew_after(value: float | str | None) -> float | None:

@@ -1,12 +1,13 @@
-"""The tier's stores and transfers, wired: one client, every request metered and observed.
+"""The tier's stores and transfers, wired: one client, every request reported to one hook.
 
-    awscrt/boto3 store -> MeteredStore (every request counted)
-        -> Uploader (stores) and Renewer (copies: renewals)
-        -> ObservingStore (HEAD/GET answers reach the UsageTracker)
-            -> MeteredDownloader (loads)
-            -> DeniedHeadIsAbsent -> Downloader (lookups, threads of their own)
+    awscrt/boto3 store, its ``on_request`` hook -> TierMeter (requests, retries, size
+        failures) and UsageTracker (what each HEAD/GET answered)
+      -> Uploader (stores) and Renewer (copies: renewals)
+      -> MeteredDownloader (loads: counts checksum failures)
+      -> LookupDownloader (lookups, threads of their own: a HEAD answered 403 is absent)
 
-Loads and lookups share one presence cache.
+No store is wrapped: a request is measured where it is sent (:mod:`s3kv.stores.hooks`),
+with the attempt its retry loop gave it. Loads and lookups share one presence cache.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from s3kv.naming.location import Location
 from s3kv.naming.namespace import Namespace
 from s3kv.settings import S3Settings
 from s3kv.stores import Store, open_store
+from s3kv.stores.base import RequestEvent
 from s3kv.transfers.downloader import Downloader
 from s3kv.transfers.lookup import PresenceCache
 from s3kv.transfers.uploader import Uploader
-from s3kv.vllm._lookup import LOOKUP_THREADS
-from s3kv.vllm._metrics import MeteredDownloader, MeteredStore, TierMeter
-from s3kv.vllm._stores import DeniedHeadIsAbsent
-from s3kv.vllm._usage import ObservingStore, UsageTracker
+from s3kv.vllm._lookup import LOOKUP_THREADS, LookupDownloader
+from s3kv.vllm._metrics import MeteredDownloader, TierMeter
+from s3kv.vllm._usage import UsageTracker
 from s3kv.vllm._version import installed_vllm
 
 
@@ -66,24 +67,27 @@ def open_tier_io(
         connections = min(connections, settings.max_connections)
     pool = settings.model_copy(update={"concurrency": connections})
     store = open_store(location, pool)
-    metered = MeteredStore(store, meter)
     presence = PresenceCache()
     usage = UsageTracker.create(
-        metered,
+        store,
         settings,
         presence,
         renew_after=renew_after,
         announce_removals=announce_removals,
     )
-    observed = ObservingStore(metered, usage)
-    common: dict[str, Any] = {"settings": settings, "style": style}
+
+    def on_request(event: RequestEvent) -> None:
+        meter.on_request(event)
+        usage.on_request(event)
+
+    store.on_request = on_request  # before the first request: the manifest's
+    common: dict[str, Any] = {"settings": settings, "style": style, "store": store}
     return TierIO(
         store=store,
         uploader=Uploader(
             location,
             namespace,
             concurrency=2 * c,
-            store=metered,
             vllm_version=_vllm_version(),  # recorded in the manifest it creates
             **common,
         ),
@@ -93,15 +97,13 @@ def open_tier_io(
             concurrency=c,
             meter=meter,
             presence_cache=presence,
-            store=observed,
             **common,
         ),
-        prober=Downloader(
+        prober=LookupDownloader(
             location,
             namespace,
             concurrency=lookup_threads,
             presence_cache=presence,
-            store=DeniedHeadIsAbsent(observed),
             **common,
         ),
         usage=usage,

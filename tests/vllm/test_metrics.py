@@ -17,10 +17,11 @@ from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import Offl
 from vllm.v1.kv_offload.base import LookupResult
 
 from s3kv import Namespace, Uploader
-from s3kv.errors import TransientStoreError
+from s3kv.errors import ObjectNotFoundError, SizeMismatchError, TransientStoreError
 from s3kv.stores import LocalStore, PutOptions
-from s3kv.stores.base import ObjectInfo
-from s3kv.vllm._metrics import MeteredStore, TierMeter
+from s3kv.stores.base import ObjectInfo, RequestEvent
+from s3kv.stores.hooks import reported
+from s3kv.vllm._metrics import TierMeter
 from tests.conftest import ARTIFACTS
 from tests.vllm import harness, managed
 
@@ -119,21 +120,18 @@ def test_a_scrape_shows_what_the_tier_did(
 
 
 class _Flaky(LocalStore):
-    """The first request for each key fails transiently; submit_* run inline."""
+    """The first PUT of each block fails transiently; submit_put runs inline."""
 
     def __init__(self, root: Path, *, async_path: bool) -> None:
         super().__init__(root)
         self.async_path = async_path
         self.seen: set[str] = set()
 
-    def _flake(self, key: str) -> None:
-        if key not in self.seen:
+    @reported  # the flake is a request that failed: reported like the store's own
+    def put(self, key: str, data: Any, options: PutOptions) -> bool:
+        if not key.endswith("config.json") and key not in self.seen:
             self.seen.add(key)
             raise TransientStoreError(f"{key}: 503 SlowDown")
-
-    def put(self, key: str, data: Any, options: PutOptions) -> bool:
-        if not key.endswith("config.json"):
-            self._flake(key)
         return super().put(key, data, options)
 
     def can_submit(self, size: int) -> bool:
@@ -156,12 +154,26 @@ class _Flaky(LocalStore):
 
 @pytest.mark.parametrize("async_path", [False, True], ids=["threads", "pipelined"])
 def test_retries_are_counted_on_both_data_paths(tmp_path: Path, async_path: bool) -> None:
+    """Each retry is known from the attempt that sent it (with_retries on the threads'
+    path, the pipelined job's own retries on the other), not guessed."""
     meter = TierMeter(TIER)
-    store = MeteredStore(_Flaky(tmp_path, async_path=async_path), meter)
+    events: list[RequestEvent] = []
+
+    def hook(event: RequestEvent) -> None:
+        events.append(event)
+        meter.on_request(event)
+
+    store = _Flaky(tmp_path, async_path=async_path)
+    store.on_request = hook
     namespace = Namespace(model_name="m", tokens_per_hash=16, dtype="float16")
     with Uploader(tmp_path, namespace, store=store) as up:
         report = up.put_blocks({k: bytes(64) for k in harness.keys(3)})
     assert len(report.done) == 3
+    blocks = {e.key for e in events if e.operation == "put" and "config.json" not in e.key}
+    assert len(blocks) == 3
+    for key in blocks:
+        puts = [(e.attempt, e.outcome, e.nbytes) for e in events if e.key == key]
+        assert puts == [(1, "transient", 0), (2, "created", 64)]
     stats = meter.take_stats()
     assert stats is not None
     data = stats.data["data"]
@@ -169,3 +181,32 @@ def test_retries_are_counted_on_both_data_paths(tmp_path: Path, async_path: bool
     assert data["vllm:kv_offload_s3kv_requests"][(TIER, "put", "transient")] == 3
     assert data["vllm:kv_offload_s3kv_requests"][(TIER, "put", "created")] == 4  # + manifest
     assert meter.take_stats() is None
+
+
+def test_requests_are_counted_by_operation_and_outcome(tmp_path: Path) -> None:
+    """Every outcome the hook reports lands in its series; a size failure is also an
+    integrity failure; a first attempt is no retry."""
+    meter = TierMeter(TIER)
+    store = LocalStore(tmp_path)
+    store.on_request = meter.on_request
+    assert store.put("a", b"xyz", PutOptions()) is True
+    assert store.put("a", b"xyz", PutOptions()) is False
+    assert store.head("a") is not None
+    assert store.head("b") is None
+    with pytest.raises(ObjectNotFoundError):
+        store.get("b")
+    with pytest.raises(SizeMismatchError):
+        store.get_into("a", memoryview(bytearray(5)))
+    stats = meter.take_stats()
+    assert stats is not None
+    data = stats.data["data"]
+    assert data["vllm:kv_offload_s3kv_requests"] == {
+        (TIER, "put", "created"): 1,
+        (TIER, "put", "exists"): 1,
+        (TIER, "head", "ok"): 1,
+        (TIER, "head", "not_found"): 1,
+        (TIER, "get", "not_found"): 1,
+        (TIER, "get", "size_mismatch"): 1,
+    }
+    assert data["vllm:kv_offload_s3kv_integrity_failures"] == {(TIER, "size"): 1}
+    assert "vllm:kv_offload_s3kv_retries" not in data

@@ -50,6 +50,7 @@ from s3kv.errors import (
 )
 from s3kv.integrity import Checksum
 from s3kv.ops.gc.renewal_queue import RenewalQueue, Task
+from s3kv.retry import ATTEMPT
 from s3kv.stores.base import ObjectDetails, ObjectInfo, Store
 
 logger = logging.getLogger("s3kv.renewal")
@@ -248,6 +249,7 @@ class Renewer:
         if self._disabled:
             return False
         ask: _Ask = task.payload
+        token = ATTEMPT.set(task.attempts + 1)  # the attempt its requests report
         try:
             if ask.retag_only:
                 self._retag(task.key)
@@ -275,6 +277,8 @@ class Renewer:
         except S3KVError as exc:
             self._count("failed")
             logger.warning("s3kv renewal of %s failed: %s", task.key, exc)
+        finally:
+            ATTEMPT.reset(token)
         return False
 
     def _renew(self, key: str, ask: _Ask) -> None:
