@@ -28,7 +28,8 @@ from s3kv.ops.scope import Census, NestedCache
 from s3kv.progress import Meter, ProgressCallback
 from s3kv.settings import S3Settings
 from s3kv.stores import open_store
-from s3kv.transfers.listing import MAX_EXAMPLES, read_manifest, usual_size, walk
+from s3kv.transfers.listing import MAX_EXAMPLES, usual_size, walk
+from s3kv.transfers.stored_manifest import read_manifest
 
 ManifestState = Literal["present", "missing", "invalid"]
 

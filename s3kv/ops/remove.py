@@ -48,7 +48,8 @@ from s3kv.settings import S3Settings
 from s3kv.stores import ObjectInfo, Store, open_store
 from s3kv.stores.base import DELETE_BATCH
 from s3kv.stores.local import temp_target
-from s3kv.transfers.listing import GC_LEASE_NAME, STALE_TEMP_SECONDS, Entry, read_manifest, root_of
+from s3kv.transfers.listing import GC_LEASE_NAME, STALE_TEMP_SECONDS, Entry, root_of
+from s3kv.transfers.stored_manifest import read_manifest
 
 
 @dataclass(frozen=True, slots=True)

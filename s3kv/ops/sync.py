@@ -64,14 +64,7 @@ from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, Store, open_store
-from s3kv.transfers.listing import (
-    MAX_EXAMPLES,
-    Entry,
-    SortedPresence,
-    root_of,
-    usual_size,
-    walk,
-)
+from s3kv.transfers.listing import MAX_EXAMPLES, Entry, SortedPresence, root_of, usual_size, walk
 from s3kv.transfers.transfer import BLOCK_TAGS
 from s3kv.transfers.writes import put_create_only, write_id
 

@@ -20,7 +20,7 @@ from s3kv.ops.sync_report import ManifestStatus, SyncOptions
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, Store
-from s3kv.transfers.listing import check_manifest, manifest_key, read_capped, read_manifest
+from s3kv.transfers.stored_manifest import check_manifest, manifest_key, read_capped, read_manifest
 from s3kv.transfers.writes import prove_create_only, put_create_only
 
 

@@ -36,7 +36,8 @@ from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import ObjectInfo, Store, open_store
-from s3kv.transfers.listing import STALE_TEMP_SECONDS, read_manifest, usual_size, walk
+from s3kv.transfers.listing import STALE_TEMP_SECONDS, usual_size, walk
+from s3kv.transfers.stored_manifest import read_manifest
 from s3kv.transfers.transfer import BLOCK_TAGS
 
 FindingKind = Literal[

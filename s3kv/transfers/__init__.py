@@ -4,6 +4,7 @@
 zero-copy into the caller's rows); ``jobs`` and ``pipeline`` run a batch without blocking
 the caller (vLLM's scheduler polls them); ``writes`` is the create-only rule, written
 once; ``transfer`` the one-shot batch helpers; ``lookup`` answers "which of these blocks
-are stored"; ``listing`` walks a location's keys once and reads its manifests. May import
+are stored"; ``listing`` walks a location's keys once; ``stored_manifest`` reads a
+namespace's manifest from a store, capped, and holds it to its folder. May import
 the foundations, ``s3kv.naming`` and ``s3kv.stores``, never operations or front ends.
 """

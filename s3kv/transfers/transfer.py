@@ -20,7 +20,7 @@ from s3kv.naming.location import Location, parse_location
 from s3kv.naming.namespace import Namespace
 from s3kv.settings import S3Settings
 from s3kv.stores import Store, open_store
-from s3kv.transfers.listing import read_capped
+from s3kv.transfers.stored_manifest import read_capped
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12

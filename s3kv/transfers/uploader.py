@@ -21,8 +21,8 @@ from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import Cancel, PutOptions, Store
 from s3kv.transfers.jobs import BlockResult, TransferJob
-from s3kv.transfers.listing import read_capped
 from s3kv.transfers.pipeline import Done, PipelinedJob
+from s3kv.transfers.stored_manifest import read_capped
 from s3kv.transfers.transfer import (
     BLOCK_TAGS,
     BlockBuffer,

@@ -25,7 +25,7 @@ from s3kv.naming.manifest import (
     split_provenance,
     with_provenance,
 )
-from s3kv.transfers.listing import check_manifest
+from s3kv.transfers.stored_manifest import check_manifest
 
 pytestmark = pytest.mark.unit
 

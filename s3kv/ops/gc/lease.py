@@ -40,7 +40,8 @@ from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, Store, open_store
 from s3kv.stores.base import ObjectDetails
-from s3kv.transfers.listing import GC_LEASE_NAME, list_root, read_capped
+from s3kv.transfers.listing import GC_LEASE_NAME, list_root
+from s3kv.transfers.stored_manifest import read_capped
 
 logger = logging.getLogger("s3kv")
 

@@ -26,7 +26,8 @@ from s3kv.naming.parse import parse_key
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, Store
-from s3kv.transfers.listing import Entry, read_capped, root_of
+from s3kv.transfers.listing import Entry, root_of
+from s3kv.transfers.stored_manifest import read_capped
 
 RESTORE = PutOptions(create_only=True)
 
