@@ -4,11 +4,13 @@
 #   1. In the background, at once: the two vLLM virtualenvs and checkov's (pip waits on
 #      downloads and disk, so they overlap the work below); meanwhile .venv and Ceph RGW
 #      (Debian's packages; a no-op when installed).
-#   2. Lint (ruff, mypy), then the main suite on both cores (pytest-xdist), then the
+#   2. Each as soon as its venv is ready, in the background: the vLLM tier tests
+#      (.venv-vllm) and the real-engine tests (.venv-vllm-engine). They overlap the main
+#      suite, which leaves about a fifth of the two cores idle (it waits on servers and
+#      on the timeouts the fault tests set); an engine life is mostly one busy core.
+#      Their output is printed when they finish.
+#   3. Lint (ruff, mypy), then the main suite on both cores (pytest-xdist), then the
 #      Terraform proofs that read what the main suite's S3 requests were.
-#   3. Each as soon as its venv is ready: the vLLM tier tests (.venv-vllm) and the
-#      real-engine tests (.venv-vllm-engine), side by side: an engine life is mostly one
-#      busy core. Their output is printed when they finish.
 #
 # Every pytest run prints its 15 slowest tests. Logs of the background builds, and of
 # the two last runs, are printed as they finish. VLLM_VENV / VLLM_ENGINE_VENV point at
@@ -94,6 +96,12 @@ background vllm-venv nice -n 10 bash scripts/vllm-venv.sh
 stamp ".venv and Ceph (make .venv/.installed-dev rgw-deps)"
 make --no-print-directory .venv/.installed-dev rgw-deps
 
+stamp "vLLM tier tests and real-engine tests: in the background, each once its venv is ready"
+after vllm-venv test-vllm env PYTHONPATH="$vllm_path" "$vllm_py" -m pytest tests/vllm \
+  "${durations[@]}"
+after engine-venv e2e env PYTHONPATH="$vllm_path" "$engine_py" -m pytest tests/e2e \
+  "${durations[@]}"
+
 stamp "lint"
 .venv/bin/ruff check s3kv tests bench scripts
 .venv/bin/mypy
@@ -110,11 +118,6 @@ rm -rf "$trace_dir"
 unset S3KV_TEST_TRACE_DIR
 
 finished checkov-venv 2  # a build that worked: its last lines (all of a failed one)
-stamp "vLLM tier tests (.venv-vllm) and real-engine tests (.venv-vllm-engine), side by side"
-after vllm-venv test-vllm env PYTHONPATH="$vllm_path" "$vllm_py" -m pytest tests/vllm \
-  "${durations[@]}"
-after engine-venv e2e env PYTHONPATH="$vllm_path" "$engine_py" -m pytest tests/e2e \
-  "${durations[@]}"
 finished engine-venv 2
 finished vllm-venv 2
 vllm_rc=0

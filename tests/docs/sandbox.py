@@ -12,7 +12,8 @@ examples run exactly as the docs and ``--help`` write them, with nothing rewritt
   else (AWS itself, in the examples) at it: the endpoint comes from the environment;
 * ``/mnt`` is an empty tmpfs where :mod:`tests.docs.world` lays out the caches the
   examples name (``/mnt/kv``, ``/mnt/kv-old``), next to the buckets (``my-bucket``,
-  ``team-a``, ``kv-cache``, ...), afresh before each example.
+  ``team-a``, ``kv-cache``, ...): each example finds that world as laid out (it is laid
+  out again after any example that changed it, :func:`tests.docs.world.fingerprint`).
 
 Each example runs in a fresh working directory with ``bash -e -o pipefail`` (Python for
 docs/library.md's), and its exit code and output are written to OUT.json.
@@ -34,6 +35,7 @@ from tests.docs import world
 PORT = 9000
 ENDPOINT = f"http://127.0.0.1:{PORT}"
 TIMEOUT = 300.0
+MNT = Path("/mnt")
 HOSTS = "127.0.0.1 localhost minio minio.internal\n::1 localhost\n"
 
 
@@ -81,8 +83,27 @@ def environment(home: Path) -> dict[str, str]:
     }
 
 
-def run_one(example: dict[str, str], work: Path) -> dict[str, object]:
-    world.reset(ENDPOINT, Path("/mnt"))
+class World:
+    """The examples' world, laid out again only when the last example changed it."""
+
+    def __init__(self) -> None:
+        self.fresh: list[object] | None = None  # its fingerprint as laid out
+        self.changed = True
+
+    def ready(self) -> bool:
+        """Lay the world out if it changed; True if it was laid out."""
+        if not self.changed:
+            return False
+        world.reset(ENDPOINT, MNT)
+        self.fresh = world.fingerprint(ENDPOINT, MNT)
+        return True
+
+    def check(self) -> None:
+        self.changed = world.fingerprint(ENDPOINT, MNT) != self.fresh
+
+
+def run_one(example: dict[str, str], work: Path, examples_world: World) -> dict[str, object]:
+    laid_out = examples_world.ready()
     cwd = Path(tempfile.mkdtemp(dir=work, prefix="example-"))
     if example["language"] == "python":
         argv = [sys.executable, "-c", example["script"]]
@@ -96,8 +117,10 @@ def run_one(example: dict[str, str], work: Path) -> dict[str, object]:
     except subprocess.TimeoutExpired as exc:
         code, out, err = -1, str(exc.stdout or ""), f"timed out after {TIMEOUT:.0f}s"
     shutil.rmtree(cwd, ignore_errors=True)
+    examples_world.check()
     return {"where": example["where"], "code": code, "stdout": out[-4000:],
-            "stderr": err[-4000:], "seconds": round(time.monotonic() - started, 2)}  # fmt: skip
+            "stderr": err[-4000:], "seconds": round(time.monotonic() - started, 2),
+            "laid_out": laid_out}  # fmt: skip
 
 
 def main() -> None:
@@ -108,7 +131,8 @@ def main() -> None:
         isolate(work)
         server = start_s3(work)
         try:
-            results = [run_one(example, work) for example in examples]
+            examples_world = World()
+            results = [run_one(example, work, examples_world) for example in examples]
         finally:
             server.terminate()
             server.wait(30)

@@ -10,14 +10,19 @@
   ``my-kv-bucket``.
 
 Blocks are 4 KiB (a real row of this model is 2 MiB): the keys, digests and manifests are
-the real ones, the bytes small, so each example's world is ready in a fraction of a second.
+the real ones, the bytes small. Laying it out takes about two seconds (three pushes), so
+it is laid out again only after an example changed it: :func:`fingerprint` reads every
+bucket (objects, versions, delete markers, tags, uploads, versioning) and every file and
+folder under /mnt, and an example that left them as they were leaves the world as it is.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -56,15 +61,41 @@ def write_node_cache(root: Path) -> None:
                 store.put(keys.key_for(make_offload_key(block_hash[:32], 0)), row, PutOptions())
 
 
+def client(endpoint: str) -> Any:
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
+                        aws_secret_access_key=ACCESS_KEY, region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"}))  # fmt: skip
+
+
+def fingerprint(endpoint: str, mnt: Path) -> list[object]:
+    """Everything an example could change, read back: equal fingerprints, same world."""
+    s3 = client(endpoint)
+    seen: list[object] = []
+    for bucket in sorted(b["Name"] for b in s3.list_buckets()["Buckets"]):
+        seen.append((bucket, s3.get_bucket_versioning(Bucket=bucket).get("Status")))
+        seen.append(s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []))
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+            for marker in page.get("DeleteMarkers", []):
+                seen.append(("deleted", marker["Key"], marker["VersionId"]))
+            for v in page.get("Versions", []):
+                tags = s3.get_object_tagging(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])
+                seen.append((v["Key"], v["VersionId"], v["ETag"], v["Size"],
+                             v["LastModified"], tags["TagSet"]))  # fmt: skip
+    s3.close()
+    for folder, dirs, files in os.walk(mnt):
+        for name in sorted(dirs) + sorted(files):
+            st = os.lstat(os.path.join(folder, name))
+            seen.append((folder, name, st.st_mode, st.st_size, st.st_mtime_ns))
+    return seen
+
+
 def reset(endpoint: str, mnt: Path) -> None:
     """Empty moto and /mnt, then lay the world out again."""
     request = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
     urllib.request.urlopen(request, timeout=30).close()
     for child in mnt.iterdir():
         shutil.rmtree(child) if child.is_dir() else child.unlink()
-    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
-                      aws_secret_access_key=ACCESS_KEY, region_name="us-east-1",
-                      config=Config(s3={"addressing_style": "path"}))  # fmt: skip
+    s3 = client(endpoint)
     for bucket in BUCKETS:
         s3.create_bucket(Bucket=bucket)
     write_node_cache(mnt / "kv")
