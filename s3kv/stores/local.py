@@ -25,6 +25,8 @@ from s3kv.stores.hooks import reported
 
 TMP_SUFFIX = ".tmp"
 _TOKEN = re.compile(r"[0-9A-Za-z-]{1,64}")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f\\]")
+"""Control characters and backslashes: no key holds them as a path under the root."""
 _CREATE_FLAGS = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -40,18 +42,13 @@ class LocalStore(Store):
 
     def path_for(self, key: str) -> Path:
         """The file of a key; refuses any key that could leave the root."""
-        if (
-            not key
-            or key.startswith("/")
-            or "\\" in key
-            or any(ord(c) < 32 or ord(c) == 127 for c in key)
-            or any(part in ("", ".", "..") for part in key.split("/"))
-        ):
+        parts = key.split("/")  # an empty key, or a leading "/", gives an empty part
+        if _UNSAFE.search(key) or "" in parts or "." in parts or ".." in parts:
             raise InvalidKeyError(
                 f"key {key!r} cannot be a path under {self.root} (absolute, '..', '.', empty "
                 "segments or control characters)"
             )
-        return self.root.joinpath(*key.split("/"))
+        return self.root / key
 
     # -- reads ------------------------------------------------------------------------
 

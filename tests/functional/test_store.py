@@ -200,7 +200,9 @@ def test_local_store_refuses_paths_outside_root(tmp_path) -> None:
     from s3kv.stores import LocalStore
 
     s = LocalStore(tmp_path / "root")
-    for bad in ("../escape.bin", "/abs.bin", "a/../../b.bin", "a//b.bin", "a\\b.bin", "./x"):
+    bad_keys = ("../escape.bin", "/abs.bin", "a/../../b.bin", "a//b.bin", "a\\b.bin", "./x",
+                "", "a/", "..", "a/\nb.bin", "a\x00b.bin", "a\x1f.bin", "a\x7f.bin")  # fmt: skip
+    for bad in bad_keys:
         with pytest.raises(InvalidKeyError):
             s.put(bad, b"x", CREATE)
     assert not (tmp_path / "escape.bin").exists()
