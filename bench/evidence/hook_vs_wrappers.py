@@ -63,14 +63,12 @@ print(json.dumps({"head_us": h, "get_into_us": g, "store": type(io.store).__name
 """
 
 
-def main() -> None:
-    old, new = sys.argv[1], sys.argv[2]
-    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 7
+Variant = tuple[str, str, str]  # name, checkout, "on" (hook set) or "off"
+
+
+def measure(variants: tuple[Variant, ...], rounds: int) -> dict[str, list[dict[str, float]]]:
+    """Interleaved rounds, one child process per variant each round (on a quiet machine)."""
     python = str(Path(os.environ.get("VLLM_PY", ".venv-vllm/bin/python")).absolute())
-    load = os.getloadavg()[0]
-    if load >= 1:
-        raise SystemExit(f"load average {load:.2f}: wait for a quiet machine (under 1)")
-    variants = (("wrappers (57976e8)", old, "on"), ("hook", new, "on"), ("no counting", new, "off"))
     runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in variants}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
@@ -78,8 +76,13 @@ def main() -> None:
                 out = subprocess.run([python, "-c", CHILD, str(Path(repo).resolve()), str(N), mode],
                                      capture_output=True, text=True, cwd=tmp, check=True)
                 runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return runs
+
+
+def summarise(runs: dict[str, list[dict[str, float]]], title: str) -> dict[str, object]:
+    """Print the table (median, min-max per request) and return it."""
     table = {}
-    print(f"{'tier wiring':<20} {'HEAD us/request':>22} {'GET us/request':>22}")
+    print(f"{title:<20} {'HEAD us/request':>22} {'GET us/request':>22}")
     for name, got in runs.items():
         row = {}
         for field in ("head_us", "get_into_us"):
@@ -89,6 +92,23 @@ def main() -> None:
         cells = [f"{row[f]['median']:.1f} ({row[f]['min']:.1f}-{row[f]['max']:.1f})"
                  for f in ("head_us", "get_into_us")]
         print(f"{name:<20} {cells[0]:>22} {cells[1]:>22}")
+    return table
+
+
+def quiet_load() -> float:
+    load = os.getloadavg()[0]
+    if load >= 1:
+        raise SystemExit(f"load average {load:.2f}: wait for a quiet machine (under 1)")
+    return load
+
+
+def main() -> None:
+    old, new = sys.argv[1], sys.argv[2]
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 7
+    load = quiet_load()
+    variants = (("wrappers (57976e8)", old, "on"), ("hook", new, "on"), ("no counting", new, "off"))
+    runs = measure(variants, rounds)
+    table = summarise(runs, "tier wiring")
     result = {"what": __doc__.split("\n\n")[0], "requests_per_run": N, "rounds": rounds,
               "load_average_at_start": load, "store": runs["hook"][0]["store"],
               "results": table, "runs": runs}
