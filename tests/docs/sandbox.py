@@ -87,6 +87,7 @@ class World:
     """The examples' world, laid out again only when the last example changed it."""
 
     def __init__(self) -> None:
+        self.s3 = world.client(ENDPOINT)  # one client for every layout and fingerprint
         self.fresh: list[object] | None = None  # its fingerprint as laid out
         self.changed = True
 
@@ -94,12 +95,12 @@ class World:
         """Lay the world out if it changed; True if it was laid out."""
         if not self.changed:
             return False
-        world.reset(ENDPOINT, MNT)
-        self.fresh = world.fingerprint(ENDPOINT, MNT)
+        world.reset(ENDPOINT, self.s3, MNT)
+        self.fresh = world.fingerprint(self.s3, MNT)
         return True
 
     def check(self) -> None:
-        self.changed = world.fingerprint(ENDPOINT, MNT) != self.fresh
+        self.changed = world.fingerprint(self.s3, MNT) != self.fresh
 
 
 def run_one(example: dict[str, str], work: Path, examples_world: World) -> dict[str, object]:

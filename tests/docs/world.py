@@ -67,9 +67,9 @@ def client(endpoint: str) -> Any:
                         config=Config(s3={"addressing_style": "path"}))  # fmt: skip
 
 
-def fingerprint(endpoint: str, mnt: Path) -> list[object]:
-    """Everything an example could change, read back: equal fingerprints, same world."""
-    s3 = client(endpoint)
+def fingerprint(s3: Any, mnt: Path) -> list[object]:
+    """Everything an example could change, read back through ``s3`` (a :func:`client`):
+    equal fingerprints, same world."""
     seen: list[object] = []
     for bucket in sorted(b["Name"] for b in s3.list_buckets()["Buckets"]):
         seen.append((bucket, s3.get_bucket_versioning(Bucket=bucket).get("Status")))
@@ -81,7 +81,6 @@ def fingerprint(endpoint: str, mnt: Path) -> list[object]:
                 tags = s3.get_object_tagging(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])
                 seen.append((v["Key"], v["VersionId"], v["ETag"], v["Size"],
                              v["LastModified"], tags["TagSet"]))  # fmt: skip
-    s3.close()
     for folder, dirs, files in os.walk(mnt):
         for name in sorted(dirs) + sorted(files):
             st = os.lstat(os.path.join(folder, name))
@@ -89,13 +88,12 @@ def fingerprint(endpoint: str, mnt: Path) -> list[object]:
     return seen
 
 
-def reset(endpoint: str, mnt: Path) -> None:
-    """Empty moto and /mnt, then lay the world out again."""
+def reset(endpoint: str, s3: Any, mnt: Path) -> None:
+    """Empty moto and /mnt, then lay the world out again (``s3``: a :func:`client`)."""
     request = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
     urllib.request.urlopen(request, timeout=30).close()
     for child in mnt.iterdir():
         shutil.rmtree(child) if child.is_dir() else child.unlink()
-    s3 = client(endpoint)
     for bucket in BUCKETS:
         s3.create_bucket(Bucket=bucket)
     write_node_cache(mnt / "kv")
@@ -109,4 +107,3 @@ def reset(endpoint: str, mnt: Path) -> None:
     for i in range(BLOCKS):
         key = obj.key_for(make_offload_key(bytes([9, i]) * 16, 0))
         s3.put_object(Bucket="my-bucket", Key=key, Body=bytes([i]) * BLOCK)
-    s3.close()
