@@ -1,7 +1,6 @@
 """The one retry policy: backoff with full jitter, the store's ``Retry-After``, attempts and
-a deadline. Every request goes through it: blocks on both data paths (here, or in
-:class:`s3kv.transfers.pipeline.PipelinedJob` with the same :func:`retry_delay`), manifests,
-HEADs, listing pages and deletes.
+a deadline. Every request goes through it: blocks (in :class:`s3kv.transfers.jobs.TransferJob`,
+with the same :func:`retry_delay`), and here manifests, HEADs, listing pages and deletes.
 
 How long one attempt may take is the store's part: each request is bounded by the
 connect and read timeouts (a read timeout counts from the last byte that moved), so a
@@ -11,13 +10,12 @@ stalled attempt ends as a :class:`~s3kv.errors.TransientStoreError` and comes ba
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TypeVar
 
-from s3kv.errors import TransferCancelledError, TransientStoreError
+from s3kv.errors import TransientStoreError
 from s3kv.settings import S3Settings
 
 T = TypeVar("T")
@@ -28,7 +26,7 @@ JITTER = random.Random()
 
 ATTEMPT: ContextVar[int] = ContextVar("s3kv_attempt", default=1)
 """The attempt (1-based) that requests sent now belong to: :func:`with_retries` sets it
-around each call, :class:`s3kv.transfers.pipeline.PipelinedJob` around each start. A store
+around each call, :class:`s3kv.transfers.jobs.TransferJob` around each start. A store
 reports it with each request (:class:`s3kv.stores.hooks.RequestEvent`): a retry is known."""
 
 
@@ -67,7 +65,6 @@ def with_retries(
     fn: Callable[[], T],
     settings: S3Settings,
     *,
-    cancelled: threading.Event | None = None,
     deadline: float | None = None,
 ) -> T:
     """Call ``fn`` until it succeeds, retrying :class:`TransientStoreError` only.
@@ -96,8 +93,4 @@ def with_retries(
             raise TransientStoreError(
                 give_up_reason(error, settings, attempt, now - started, delay)
             ) from error
-        if cancelled is not None:
-            if cancelled.wait(delay):
-                raise TransferCancelledError("cancelled while waiting to retry") from error
-        else:
-            time.sleep(delay)
+        time.sleep(delay)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from concurrent.futures import Executor
 
 import s3kv.integrity as integrity
 from s3kv.errors import (
     ChecksumMismatchError,
-    IntegrityError,
     InvalidInputError,
     ManifestMismatchError,
     ManifestMissingError,
@@ -26,9 +24,8 @@ from s3kv.report import TransferReport
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import Cancel, ObjectInfo, Store
-from s3kv.transfers.jobs import BlockResult, TransferJob
+from s3kv.transfers.jobs import BlockResult, Done, TransferJob, on_pool
 from s3kv.transfers.lookup import LookupStats, PresenceCache, prefix_length
-from s3kv.transfers.pipeline import Done, PipelinedJob
 from s3kv.transfers.transfer import (
     BlockBuffer,
     BlockId,
@@ -214,83 +211,19 @@ class Downloader(Transfer):
                     "buffer per key"
                 )
             buffers = [as_bytes_view(b, k, writable=True) for k, b in zip(offload_keys, into)]
+        parts, window = 1, self.concurrency
         if into is not None and all(
             b is not None and self.store.can_submit(len(b)) for b in buffers
         ):
-            sized = [b for b in buffers if b is not None]
-            parts, window = self.store.plan_loads(
-                len(sized), max(len(b) for b in sized) if sized else 0, self.concurrency
-            )
-            attempts = [
-                _GetAttempt(self, k, b, parts=parts) for k, b in zip(offload_keys, buffers) if b
-            ]
-            return PipelinedJob(
-                "download",
-                attempts,
-                window=window,
-                settings=self.settings,
-                on_done=on_done,
-            )
-        tasks = [(k, self._task(k, b)) for k, b in zip(offload_keys, buffers)]
+            largest = max((len(b) for b in buffers if b is not None), default=0)
+            parts, window = self.store.plan_loads(len(buffers), largest, self.concurrency)
+        pool = self.executor
+        attempts = [
+            _GetAttempt(self, pool, k, b, parts=parts) for k, b in zip(offload_keys, buffers)
+        ]
         return TransferJob(
-            "download", self.executor, tasks, parallelism=self.concurrency, on_done=on_done
+            "download", attempts, window=window, settings=self.settings, on_done=on_done
         )
-
-    def _task(self, key: bytes, buffer: memoryview | None) -> Any:
-        object_key = self.keys.key_for(key)
-        where = self.url_for(object_key)
-
-        def attempts(cancelled: threading.Event) -> BlockResult:
-            for attempt in range(INTEGRITY_RETRIES + 1):
-                try:
-                    return self._load(key, object_key, buffer, where, cancelled)
-                except ObjectNotFoundError:
-                    self.presence.forget(object_key)
-                    return BlockResult(key, "missing")
-                except SizeMismatchError as exc:
-                    return BlockResult(key, "failed", reason=str(exc))
-                except IntegrityError as exc:
-                    if attempt == INTEGRITY_RETRIES:
-                        return BlockResult(key, "failed", reason=str(exc))
-            raise AssertionError("unreachable")
-
-        def run(cancelled: threading.Event) -> BlockResult:
-            # Every failure zeroes the buffer: a read that died midway, a short or corrupt
-            # block, or one refused by size may have left bytes a caller could mistake.
-            try:
-                result = attempts(cancelled)
-            except BaseException:
-                _zero(buffer)
-                raise
-            if result.outcome == "failed":
-                _zero(buffer)
-            return result
-
-        return run
-
-    def _load(
-        self,
-        key: bytes,
-        object_key: str,
-        buffer: memoryview | None,
-        where: str,
-        cancelled: threading.Event,
-    ) -> BlockResult:
-        if buffer is None:
-            # Never more than a block of this namespace, where its size is known.
-            limit = self.block_size_bytes
-            data, info = with_retries(
-                lambda: self.store.get(object_key, max_bytes=limit),
-                self.settings,
-                cancelled=cancelled,
-            )
-            view: memoryview = memoryview(data)
-        else:
-            info = with_retries(
-                lambda: self.store.get_into(object_key, buffer), self.settings, cancelled=cancelled
-            )
-            view = buffer
-        return self._loaded(key, object_key, view, info, where, data if buffer is None else None)
 
     def _loaded(
         self,
@@ -340,47 +273,72 @@ def _zero(buffer: memoryview | None) -> None:
 
 
 class _GetAttempt:
-    """One block's GET into its buffer on a store that submits without blocking."""
+    """One block's GET: into its buffer (submitted on awscrt, else a blocking call on the
+    pool) or, without a buffer, as bytes (on the pool)."""
 
-    __slots__ = ("buffer", "downloader", "key", "object_key", "parts", "rereads", "where")
+    __slots__ = (
+        "buffer", "data", "downloader", "key", "object_key", "parts", "pool", "rereads",
+        "where",
+    )  # fmt: skip
 
     def __init__(
-        self, downloader: Downloader, key: bytes, buffer: memoryview, *, parts: int = 1
+        self,
+        downloader: Downloader,
+        pool: Executor,
+        key: bytes,
+        buffer: memoryview | None,
+        *,
+        parts: int = 1,
     ) -> None:
-        self.downloader, self.key, self.buffer, self.parts = downloader, key, buffer, parts
+        self.downloader, self.pool, self.key, self.buffer = downloader, pool, key, buffer
+        self.parts = parts
         self.object_key = downloader.keys.key_for(key)
         self.where = downloader.url_for(self.object_key)
         self.rereads = 0
+        self.data: bytes | None = None  # the block's bytes, when there is no buffer
 
     def start(self, done: Done) -> Cancel:
+        down, buffer = self.downloader, self.buffer
+        finished = done.guard(lambda info, error: self._finished(done, info, error))
+        if buffer is not None and down.store.can_submit(len(buffer)):
+            return down.store.submit_get_into(self.object_key, buffer, finished, parts=self.parts)
+        return on_pool(self.pool, self._get, finished)
+
+    def _get(self) -> ObjectInfo:
+        """The blocking GET, on the pool; never more than a block of this namespace, where
+        its size is known."""
+        store = self.downloader.store
+        if self.buffer is not None:
+            return store.get_into(self.object_key, self.buffer)
+        self.data, info = store.get(self.object_key, max_bytes=self.downloader.block_size_bytes)
+        return info
+
+    def _finished(self, done: Done, info: ObjectInfo | None, error: BaseException | None) -> None:
         down, key = self.downloader, self.key
-
-        def finished(info: ObjectInfo | None, error: BaseException | None) -> None:
-            if isinstance(error, ObjectNotFoundError):
-                down.presence.forget(self.object_key)
-                done(BlockResult(key, "missing"), None)
-            elif isinstance(error, SizeMismatchError):
-                done(self.give_up(str(error)), None)
-            elif error is not None or info is None:
-                done(None, error)  # the job retries transient errors, then give_up()
+        if isinstance(error, ObjectNotFoundError):
+            down.presence.forget(self.object_key)
+            done(BlockResult(key, "missing"), None)
+            return
+        if isinstance(error, SizeMismatchError):
+            done(self.give_up(str(error)), None)
+            return
+        if error is not None or info is None:
+            done(None, error)  # the job retries transient errors, then give_up()
+            return
+        view = self.buffer if self.buffer is not None else memoryview(self.data or b"")
+        try:
+            result = down._loaded(key, self.object_key, view, info, self.where, self.data)
+        except SizeMismatchError as exc:
+            done(self.give_up(str(exc)), None)
+            return
+        except ChecksumMismatchError as exc:
+            if self.rereads < INTEGRITY_RETRIES:  # may have been damaged in flight
+                self.rereads += 1
+                done(None, TransientStoreError(str(exc)))
             else:
-                try:
-                    result = down._loaded(key, self.object_key, self.buffer, info, self.where)
-                except SizeMismatchError as exc:
-                    done(self.give_up(str(exc)), None)
-                    return
-                except ChecksumMismatchError as exc:
-                    if self.rereads < INTEGRITY_RETRIES:  # may have been damaged in flight
-                        self.rereads += 1
-                        done(None, TransientStoreError(str(exc)))
-                    else:
-                        done(self.give_up(str(exc)), None)
-                    return
-                done(result, None)
-
-        return down.store.submit_get_into(
-            self.object_key, self.buffer, done.guard(finished), parts=self.parts
-        )
+                done(self.give_up(str(exc)), None)
+            return
+        done(result, None)
 
     def give_up(self, reason: str) -> BlockResult:
         _zero(self.buffer)  # no partial or corrupt block may be mistaken for data

@@ -1,19 +1,39 @@
-"""Non-blocking batches: submit, then poll, wait or cancel. Driven by vLLM's scheduler."""
+"""A batch of block transfers: submit, then poll, wait or cancel. Driven by vLLM's scheduler.
+
+One job type for every store. A job keeps a window of attempts in flight: a store that
+submits without blocking (awscrt, :meth:`s3kv.stores.Store.can_submit`) starts each as an
+async request whose completion arrives on the transport's own threads; any other store's
+blocking call runs on the transfer's thread pool (:func:`on_pool`). Either way the
+completion starts the next block's attempt in the slot it frees, on its own thread.
+
+Retries are the job's, for every store: the policy of :func:`s3kv.retry.with_retries`
+(the same :func:`~s3kv.retry.retry_delay`, so ``Retry-After`` too), transient errors
+only, bounded by attempts and a per-block deadline that starts with the block's first
+attempt; each start runs with :data:`~s3kv.retry.ATTEMPT` set, so its requests report
+which attempt they are. :meth:`TransferJob.cancel` cancels the requests in flight that
+can be (the store's cancel functions; a pool task not yet running), so a cancelled job
+ends soon; a blocking request already running finishes.
+"""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol, TypeVar
 
-from s3kv.errors import S3KVError, TransferCancelledError
+from s3kv.errors import S3KVError, TransferCancelledError, TransientStoreError
 from s3kv.report import TransferReport
+from s3kv.retry import ATTEMPT, give_up_reason, retry_delay
+from s3kv.settings import S3Settings
 
 Outcome = Literal["done", "already_present", "missing", "failed"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,84 +46,260 @@ class BlockResult:
     data: bytes | None = None
 
 
+class Done:
+    """One attempt's completion: call it once with ``(result, None)`` or ``(None, error)``.
+
+    A second call is ignored, and :meth:`guard` wraps a transport callback so that an
+    exception raised inside it (a transport swallows those) completes the attempt as
+    failed: no callback can strand a job.
+    """
+
+    __slots__ = ("_called", "_fn", "cancel")
+
+    def __init__(self, fn: Callable[[BlockResult | None, BaseException | None], None]) -> None:
+        self._fn = fn
+        self._called = False
+        self.cancel: Callable[[], None] | None = None  # the request's, once started
+
+    def __call__(self, result: BlockResult | None, error: BaseException | None) -> None:
+        if self._called:
+            return
+        self._called = True
+        self.cancel = None  # the request is over (and held the caller's buffer)
+        self._fn(result, error)
+
+    def guard(self, callback: Callable[..., None]) -> Callable[..., None]:
+        def guarded(*args: Any, **kwargs: Any) -> None:
+            try:
+                callback(*args, **kwargs)
+            except BaseException as exc:
+                self(None, exc)
+
+        return guarded
+
+
+class Attempt(Protocol):
+    """One block's transfer, startable again after a transient failure."""
+
+    key: bytes
+
+    def start(self, done: Done) -> Callable[[], None] | None:
+        """Start one attempt; later ``done(result, None)`` or ``done(None, error)``.
+        Returns a function that cancels the request, if the store gives one."""
+
+    def give_up(self, reason: str) -> BlockResult:
+        """The failed result once no attempt is left (and any cleanup, e.g. zeroing)."""
+
+
+def on_pool(
+    executor: Executor,
+    call: Callable[[], T],
+    done: Callable[[T | None, BaseException | None], None],
+) -> Callable[[], None]:
+    """Run a blocking ``call`` on the pool; ``done(result, None)`` or ``done(None, error)``
+    later, from the pool's thread, as an async store's completion would. The call reports
+    the attempt that started it (:data:`~s3kv.retry.ATTEMPT` does not cross threads by
+    itself). A task cancelled before it ran (:meth:`TransferJob.cancel`, or the pool shut
+    down with ``cancel_futures``: ``close(wait=False)``), or refused by a pool already
+    shut down, completes with :class:`TransferCancelledError`. Returns the function that
+    cancels it."""
+    attempt = ATTEMPT.get()
+
+    def run() -> None:
+        token = ATTEMPT.set(attempt)
+        try:
+            result = call()
+        except BaseException as exc:
+            ATTEMPT.reset(token)
+            done(None, exc)
+            return
+        ATTEMPT.reset(token)
+        done(result, None)
+
+    def dropped(future: Future[None]) -> None:
+        # On a thread of its own: a pool that shuts down cancels its queue holding its
+        # lock, and this completion may submit the next block to that same pool.
+        if future.cancelled():
+            error = TransferCancelledError("cancelled before it started")
+            threading.Thread(target=done, args=(None, error), daemon=True).start()
+
+    try:
+        future = executor.submit(run)
+    except RuntimeError:  # "cannot schedule new futures after shutdown"
+        raise TransferCancelledError("the transfer was closed") from None
+    future.add_done_callback(dropped)
+    return future.cancel  # type: ignore[return-value]
+
+
 class TransferJob:
-    """A batch in flight on a shared thread pool.
+    """A batch in flight: up to ``window`` blocks at once, each an :class:`Attempt`.
 
     ``done()`` never blocks; ``wait()`` blocks (optionally with a timeout) and returns the
     :class:`TransferReport`; ``cancel()`` stops blocks that have not started (they are
-    reported failed with reason "cancelled") and lets running ones finish.
-
-    Up to ``parallelism`` workers pull blocks from the batch until it is empty: one pool
-    task per worker rather than per block, so a batch of thousands of small blocks costs
-    no per-block future, callback or lock handoff.
+    reported failed with reason "cancelled") and cancels the requests in flight that can
+    be cancelled. Every block lands in exactly one outcome.
     """
 
     def __init__(
         self,
         operation: Literal["upload", "download"],
-        executor: Executor,
-        tasks: Sequence[tuple[bytes, Callable[[threading.Event], BlockResult]]],
+        attempts: Sequence[Attempt],
         *,
-        parallelism: int,
+        window: int,
+        settings: S3Settings,
         on_done: Callable[[TransferJob], None] | None = None,
-    ) -> None:
-        self._init_state(operation, on_done)
-        self._queue = deque(tasks)
-        workers = min(len(tasks), max(1, parallelism))
-        self._workers_left = workers
-        if not tasks:
-            self._finish()
-            return
-        for _ in range(workers):
-            future = executor.submit(self._work)
-            self._futures.append(future)
-            future.add_done_callback(self._worker_done)
-
-    def _init_state(
-        self,
-        operation: Literal["upload", "download"],
-        on_done: Callable[[TransferJob], None] | None,
     ) -> None:
         self.operation = operation
         self._started = time.perf_counter()
         self._cancel = threading.Event()
-        self._lock = threading.Lock()
         self._finished = threading.Event()
         self._results: list[BlockResult] = []
         self._report: TransferReport | None = None
         self._on_done = on_done
-        self._futures: list[Future[None]] = []
+        self._settings = settings
+        self._window = max(1, window)
+        self._cond = threading.Condition()
+        self._starting = threading.local()  # set while this thread is inside start()
+        self._ready: deque[tuple[Attempt, int, float]] = deque()  # attempt, tries, deadline
+        self._later: list[tuple[float, int, Attempt, int, float]] = []  # retry heap
+        self._order = itertools.count()
+        self._inflight = 0
+        self._live: set[Done] = set()  # attempts in flight, to cancel
+        self._left = len(attempts)
+        self._ready.extend((a, 0, 0.0) for a in attempts)  # deadline set at the first start
+        if not attempts:
+            self._finish()
+            return
+        threading.Thread(target=self._drive, name=f"s3kv-{operation}", daemon=True).start()
 
-    def _work(self) -> None:
-        queue, results = self._queue, self._results
+    def cancel(self) -> None:
+        """Stop blocks not yet started; cancel the requests in flight that can be."""
+        self._cancel.set()
+        with self._cond:
+            self._cond.notify()
+            live = list(self._live)
+        for done in live:  # each ends with an error, then gives up as "cancelled"
+            if done.cancel is not None:
+                done.cancel()
+
+    def _drive(self) -> None:
         while True:
-            try:
-                key, task = queue.popleft()
-            except IndexError:
-                return
-            results.append(self._run(key, task))  # list.append is atomic
+            with self._cond:
+                while True:
+                    if self._left == 0:
+                        return
+                    now = time.monotonic()
+                    if self._later and self._later[0][0] <= now:
+                        _, _, attempt, tries, deadline = heapq.heappop(self._later)
+                        self._ready.appendleft((attempt, tries, deadline))
+                    if self._cancel.is_set() and (self._ready or self._later):
+                        dropped = [a for a, _, _ in self._ready]
+                        dropped += [entry[2] for entry in self._later]
+                        self._ready.clear()
+                        self._later.clear()
+                        break
+                    if self._ready and self._inflight < self._window:
+                        attempt, tries, deadline = self._ready.popleft()
+                        self._inflight += 1
+                        dropped = []
+                        break
+                    wait = self._later[0][0] - now if self._later else None
+                    self._cond.wait(wait)
+            if dropped:
+                for attempt in dropped:
+                    self._settle(attempt.give_up("cancelled"))
+                continue
+            self._launch(attempt, tries, deadline)
 
-    def _run(self, key: bytes, task: Callable[[threading.Event], BlockResult]) -> BlockResult:
-        if self._cancel.is_set():
-            return BlockResult(key, "failed", reason="cancelled")
+    def _launch(self, attempt: Attempt, tries: int, deadline: float) -> None:
+        if tries == 0:  # a block's deadline counts from its first attempt, not the job's
+            deadline = time.monotonic() + self._settings.deadline_seconds
+        started: list[Done] = []  # not `done` itself: a cycle would keep the buffers alive
+
+        def completed(result: BlockResult | None, error: BaseException | None) -> None:
+            self._live.discard(started.pop())
+            self._completed(attempt, tries + 1, deadline, result, error)
+
+        done = Done(completed)
+        started.append(done)
+        self._live.add(done)
+        self._starting.active = True
+        token = ATTEMPT.set(tries + 1)  # the attempt its requests report
         try:
-            return task(self._cancel)
-        except TransferCancelledError:
-            return BlockResult(key, "failed", reason="cancelled")
-        except S3KVError as exc:
-            return BlockResult(key, "failed", reason=str(exc))
-        except Exception as exc:  # a bug must not lose the key: report it as failed
-            return BlockResult(key, "failed", reason=f"unexpected {type(exc).__name__}: {exc}")
+            done.cancel = attempt.start(done)
+        except BaseException as exc:
+            done(None, exc)
+        finally:
+            ATTEMPT.reset(token)
+            self._starting.active = False
+        if self._cancel.is_set() and done.cancel is not None:
+            done.cancel()  # cancel() ran while this one was starting
 
-    def _worker_done(self, future: Future[None]) -> None:
-        with self._lock:
-            self._workers_left -= 1
-            last = self._workers_left == 0
+    def _completed(
+        self,
+        attempt: Attempt,
+        tries: int,
+        deadline: float,
+        result: BlockResult | None,
+        error: BaseException | None,
+    ) -> None:
+        if result is None:
+            try:
+                result = self._retry_or_fail(attempt, tries, deadline, error)
+            except Exception as exc:  # a give-up that fails must not lose the block
+                result = BlockResult(
+                    attempt.key, "failed", reason=f"unexpected {type(exc).__name__}: {exc}"
+                )
+        # The freed slot goes straight to the next ready block, from this (transport)
+        # thread: waking the driver for every completion costs a thread hand-off each.
+        # A completion reported from inside start() (a synchronous failure) leaves the
+        # slot to the driver instead, so a run of such failures cannot recurse.
+        inline = not getattr(self._starting, "active", False)
+        with self._cond:
+            if inline and self._ready and not self._cancel.is_set():
+                successor: tuple[Attempt, int, float] | None = self._ready.popleft()
+            else:
+                successor = None
+                self._inflight -= 1
+                if self._later or self._cancel.is_set() or self._ready:
+                    self._cond.notify()  # the driver owns retries and cancellation
+        if result is not None:
+            self._settle(result)
+        if successor is not None:
+            self._launch(*successor)
+
+    def _retry_or_fail(
+        self, attempt: Attempt, tries: int, deadline: float, error: BaseException | None
+    ) -> BlockResult | None:
+        s = self._settings
+        if isinstance(error, TransferCancelledError) or (
+            self._cancel.is_set() and isinstance(error, TransientStoreError)
+        ):
+            return attempt.give_up("cancelled")
+        if isinstance(error, TransientStoreError):
+            delay = retry_delay(s, tries, error)
+            now = time.monotonic()
+            if tries < s.max_attempts and now + delay <= deadline:
+                with self._cond:
+                    heapq.heappush(
+                        self._later, (now + delay, next(self._order), attempt, tries, deadline)
+                    )
+                    self._cond.notify()  # the driver sleeps until the earliest retry
+                return None
+            started = deadline - s.deadline_seconds
+            return attempt.give_up(give_up_reason(error, s, tries, now - started, delay))
+        if isinstance(error, S3KVError):
+            return attempt.give_up(str(error))
+        return attempt.give_up(f"unexpected {type(error).__name__}: {error}")
+
+    def _settle(self, result: BlockResult) -> None:
+        self._results.append(result)
+        with self._cond:
+            self._left -= 1
+            last = self._left == 0
+            if last:
+                self._cond.notify()
         if last:
-            # Workers cancelled before they started leave their blocks in the queue.
-            while self._queue:
-                key, _ = self._queue.popleft()
-                self._results.append(BlockResult(key, "failed", reason="cancelled"))
             self._finish()
 
     def _finish(self) -> None:
@@ -151,12 +347,6 @@ class TransferJob:
 
     def result(self) -> TransferReport:
         return self.wait()
-
-    def cancel(self) -> None:
-        """Stop blocks not yet started; running ones finish (or stop retrying)."""
-        self._cancel.set()
-        for future in self._futures:
-            future.cancel()
 
     @property
     def cancelled(self) -> bool:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from concurrent.futures import Executor
 
 import s3kv.integrity as integrity
 from s3kv.errors import NamespaceConflictError, S3KVError
@@ -20,8 +19,7 @@ from s3kv.report import TransferReport
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import Cancel, PutOptions, Store
-from s3kv.transfers.jobs import BlockResult, TransferJob
-from s3kv.transfers.pipeline import Done, PipelinedJob
+from s3kv.transfers.jobs import BlockResult, Done, TransferJob, on_pool
 from s3kv.transfers.stored_manifest import read_capped
 from s3kv.transfers.transfer import (
     BLOCK_TAGS,
@@ -101,7 +99,8 @@ class Uploader(Transfer):
         key = self.keys.config_key()
         # A manifest that vanished is written again as it was (its record included).
         data = self._manifest_data or with_provenance(
-            self.namespace.fields, Provenance.now(vllm_version=self.vllm_version))
+            self.namespace.fields, Provenance.now(vllm_version=self.vllm_version)
+        )
         if theirs is None:
             created = put_create_only(self.store, key, data, MANIFEST_OPTIONS, self.settings)
             if not created:
@@ -175,50 +174,28 @@ class Uploader(Transfer):
             blocks.append((key, as_bytes_view(buffer, key, writable=False)))
         refuse_duplicates(key for key, _ in blocks)
         self.ensure_manifest()
-        if all(self.store.can_submit(len(view)) for _, view in blocks):
-            attempts = [_PutAttempt(self, key, view, parents.get(key)) for key, view in blocks]
-            return PipelinedJob(
-                "upload",
-                attempts,
-                window=self.concurrency,
-                settings=self.settings,
-                on_done=on_done,
-            )
-        tasks = [(key, self._task(key, view, parents.get(key))) for key, view in blocks]
+        pool = self.executor
+        attempts = [_PutAttempt(self, pool, key, view, parents.get(key)) for key, view in blocks]
         return TransferJob(
-            "upload", self.executor, tasks, parallelism=self.concurrency, on_done=on_done
+            "upload", attempts, window=self.concurrency, settings=self.settings, on_done=on_done
         )
-
-    def _task(self, key: bytes, view: memoryview, parent: bytes | None) -> Any:
-        object_key = self.keys.key_for(key)
-
-        def run(cancelled: threading.Event) -> BlockResult:
-            options = PutOptions(
-                create_only=True,
-                checksum=integrity.compute(self.settings.checksum, view),
-                tags=BLOCK_TAGS,
-                write_id=write_id(),
-                metadata=parent_metadata(parent),
-            )
-            created = put_create_only(
-                self.store, object_key, view, options, self.settings, cancelled=cancelled
-            )
-            if created:
-                return BlockResult(key, "done", nbytes=len(view))
-            return BlockResult(key, "already_present")
-
-        return run
 
 
 class _PutAttempt:
-    """One block's create-only PUT on a store that submits without blocking."""
+    """One block's create-only PUT: submitted (awscrt) or on the pool (any other store)."""
 
-    __slots__ = ("key", "object_key", "options", "parent", "uploader", "view")
+    __slots__ = ("key", "object_key", "options", "parent", "pool", "uploader", "view")
 
     def __init__(
-        self, uploader: Uploader, key: bytes, view: memoryview, parent: bytes | None
+        self,
+        uploader: Uploader,
+        pool: Executor,
+        key: bytes,
+        view: memoryview,
+        parent: bytes | None,
     ) -> None:
-        self.uploader, self.key, self.view, self.parent = uploader, key, view, parent
+        self.uploader, self.pool, self.key, self.view = uploader, pool, key, view
+        self.parent = parent
         self.object_key = uploader.keys.key_for(key)
         self.options: PutOptions | None = None  # at the first start, off the caller's thread
 
@@ -240,23 +217,24 @@ class _PutAttempt:
             elif created:
                 done(BlockResult(key, "done", nbytes=size), None)
             else:
-                # 412: a HEAD tells whose object it is (writes.landed), off the
-                # transport's thread (a blocking request there could stall its loop).
-                up.executor.submit(self._settle_412, options, done)
+                # 412: a HEAD tells whose object it is (writes.landed), on the pool
+                # (a blocking request on a transport's thread could stall its loop).
+                on_pool(self.pool, lambda: self._landed(options), done)
 
-        return up.store.submit_put(self.object_key, self.view, options, done.guard(finished))
+        if up.store.can_submit(size):
+            return up.store.submit_put(self.object_key, self.view, options, done.guard(finished))
+        return on_pool(self.pool, lambda: self._put(options), done)
 
-    def _settle_412(self, options: PutOptions, done: Done) -> None:
-        up = self.uploader
-        try:
-            ours = landed(up.store, self.object_key, options, len(self.view))
-        except BaseException as exc:
-            done(None, exc)
-            return
-        if ours:
-            done(BlockResult(self.key, "done", nbytes=len(self.view)), None)
-        else:
-            done(BlockResult(self.key, "already_present"), None)
+    def _put(self, options: PutOptions) -> BlockResult:
+        """The blocking PUT, on the pool: its 412, if any, settled there too."""
+        if self.uploader.store.put(self.object_key, self.view, options):
+            return BlockResult(self.key, "done", nbytes=len(self.view))
+        return self._landed(options)
+
+    def _landed(self, options: PutOptions) -> BlockResult:
+        if landed(self.uploader.store, self.object_key, options, len(self.view)):
+            return BlockResult(self.key, "done", nbytes=len(self.view))
+        return BlockResult(self.key, "already_present")
 
     def give_up(self, reason: str) -> BlockResult:
         return BlockResult(self.key, "failed", reason=reason)

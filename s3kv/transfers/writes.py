@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import threading
 
 from s3kv.errors import (
     AccessDeniedError,
@@ -51,8 +50,6 @@ def put_create_only(
     data: Buffer,
     options: PutOptions,
     settings: S3Settings,
-    *,
-    cancelled: threading.Event | None = None,
 ) -> bool:
     """A create-only PUT under the retry policy; True if the object is the one we sent
     and this call stored it (see :func:`landed` for what a 412 means)."""
@@ -62,7 +59,7 @@ def put_create_only(
             return True
         return landed(store, key, options, len(memoryview(data)))
 
-    return with_retries(attempt, settings, cancelled=cancelled)
+    return with_retries(attempt, settings)
 
 
 def landed(store: Store, key: str, options: PutOptions, size: int) -> bool:

@@ -235,12 +235,17 @@ def test_load_buffers_are_validated(backend: Backend) -> None:
     assert "8 bytes, expected 9" in wrong.failed[keys[0]]
 
 
-def test_interrupted_upload_rerun_stores_exactly_the_missing(backend: Backend) -> None:
+@pytest.mark.parametrize("interrupt", ["cancel", "close"])
+def test_interrupted_upload_rerun_stores_exactly_the_missing(
+    backend: Backend, interrupt: str
+) -> None:
+    """Cancelled (``job.cancel()``) or closed under it (``close(wait=False)``), a batch
+    reports every block once, and a re-run stores exactly what did not land."""
     keys = chain(120)
     blocks = {k: os.urandom(256) for k in keys}
     with uploader(backend, concurrency=2) as up:
         job = up.submit_put_blocks(blocks)
-        job.cancel()
+        job.cancel() if interrupt == "cancel" else up.close(wait=False)
         first = job.wait(60)
     assert set(first.stored) | set(first.failed) == set(keys)
     assert all(r == "cancelled" for r in first.failed.values())

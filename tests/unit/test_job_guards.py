@@ -9,8 +9,7 @@ import pytest
 
 from s3kv import S3Settings
 from s3kv.errors import ObjectNotFoundError
-from s3kv.transfers.jobs import BlockResult
-from s3kv.transfers.pipeline import Done, PipelinedJob
+from s3kv.transfers.jobs import BlockResult, Done, TransferJob
 
 pytestmark = pytest.mark.unit
 
@@ -67,7 +66,7 @@ class Fine:
 @pytest.mark.parametrize("kind", [RaisingCallback, RaisingGiveUp])
 def test_an_exception_in_a_completion_fails_the_block_and_the_job_finishes(kind: type) -> None:
     bad, good = kind(b"b" * 8), Fine(b"g" * 8)
-    job = PipelinedJob("download", [bad, good], window=2, settings=SETTINGS)
+    job = TransferJob("download", [bad, good], window=2, settings=SETTINGS)
     report = job.wait(10)  # today: TimeoutError, the job never finishes
     assert job.done() and report.done == (good.key,)
     assert "BufferError" in report.failed[bad.key]
@@ -79,6 +78,6 @@ def test_a_completion_reported_twice_counts_once() -> None:
             done(BlockResult(self.key, "done", nbytes=1), None)
             done(None, RuntimeError("late"))
 
-    job = PipelinedJob("upload", [Twice(b"t" * 8), Fine(b"f" * 8)], window=2, settings=SETTINGS)
+    job = TransferJob("upload", [Twice(b"t" * 8), Fine(b"f" * 8)], window=2, settings=SETTINGS)
     report = job.wait(10)
     assert sorted(report.done) == [b"f" * 8, b"t" * 8] and not report.failed

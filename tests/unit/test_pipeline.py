@@ -1,16 +1,18 @@
-"""PipelinedJob: the window, retries, give-up and cancel, with attempts that finish later
+"""TransferJob: the window, retries, give-up and cancel, with attempts that finish later
 on other threads (as awscrt's completions do)."""
 
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from s3kv import S3Settings, TransientStoreError
 from s3kv.errors import ObjectNotFoundError
-from s3kv.transfers.jobs import BlockResult
-from s3kv.transfers.pipeline import Done, PipelinedJob
+from s3kv.retry import ATTEMPT
+from s3kv.transfers.jobs import BlockResult, Done, TransferJob, on_pool
 
 pytestmark = pytest.mark.unit
 
@@ -55,14 +57,14 @@ class Fake:
 def test_window_bounds_requests_in_flight_and_all_finish() -> None:
     Fake.peak = 0
     attempts = [Fake(bytes([i]) * 8) for i in range(60)]
-    report = PipelinedJob("upload", attempts, window=5, settings=SETTINGS).wait(30)
+    report = TransferJob("upload", attempts, window=5, settings=SETTINGS).wait(30)
     assert report.ok and len(report.done) == 60
     assert 1 < Fake.peak <= 5
 
 
 def test_transient_failures_are_retried_then_given_up() -> None:
     flaky, hopeless = Fake(b"a" * 8, failures=2), Fake(b"b" * 8, failures=99)
-    report = PipelinedJob("upload", [flaky, hopeless], window=4, settings=SETTINGS).wait(30)
+    report = TransferJob("upload", [flaky, hopeless], window=4, settings=SETTINGS).wait(30)
     assert report.done == (flaky.key,) and flaky.starts == 3
     assert hopeless.starts == SETTINGS.max_attempts
     assert "gave up after 4 attempts" in report.failed[hopeless.key] == hopeless.gave_up
@@ -70,13 +72,13 @@ def test_transient_failures_are_retried_then_given_up() -> None:
 
 def test_other_errors_fail_at_once() -> None:
     gone = Fake(b"c" * 8, error=ObjectNotFoundError("no such object"))
-    report = PipelinedJob("download", [gone], window=1, settings=SETTINGS).wait(30)
+    report = TransferJob("download", [gone], window=1, settings=SETTINGS).wait(30)
     assert gone.starts == 1 and report.failed[gone.key] == "no such object"
 
 
 def test_cancel_fails_what_has_not_started() -> None:
     attempts = [Fake(bytes([i]) * 8) for i in range(200)]
-    job = PipelinedJob("upload", attempts, window=2, settings=SETTINGS)
+    job = TransferJob("upload", attempts, window=2, settings=SETTINGS)
     job.cancel()
     report = job.wait(30)
     assert report.count == 200
@@ -85,7 +87,7 @@ def test_cancel_fails_what_has_not_started() -> None:
 
 
 def test_empty_batch_is_done_at_once() -> None:
-    job = PipelinedJob("upload", [], window=3, settings=SETTINGS)
+    job = TransferJob("upload", [], window=3, settings=SETTINGS)
     assert job.done() and job.wait(0).ok
 
 
@@ -111,7 +113,7 @@ def test_failures_inside_start_do_not_recurse(raise_: bool) -> None:
     lost and no RecursionError (a completion inside start() hands its slot back to the
     driver instead of starting the next block on the same stack)."""
     attempts = [Immediate(i.to_bytes(4, "big"), raise_) for i in range(5000)]
-    report = PipelinedJob("download", attempts, window=4, settings=SETTINGS).wait(60)
+    report = TransferJob("download", attempts, window=4, settings=SETTINGS).wait(60)
     assert len(report.failed) == 5000 and not report.done
     assert all("refused before sending" in reason for reason in report.failed.values())
 
@@ -127,6 +129,95 @@ def test_completions_start_the_next_block_without_the_driver() -> None:
             super().start(done)
 
     attempts = [Recorder(bytes([i]) * 8) for i in range(40)]
-    report = PipelinedJob("upload", attempts, window=4, settings=SETTINGS).wait(30)
+    report = TransferJob("upload", attempts, window=4, settings=SETTINGS).wait(30)
     assert report.ok and len(report.done) == 40
     assert started_on.count("s3kv-upload") == 4
+
+
+class Queued:
+    """Takes ``seconds``, and fails transiently at its first attempt if ``flaky``."""
+
+    def __init__(self, key: bytes, seconds: float, flaky: bool = False) -> None:
+        self.key, self.seconds, self.flaky, self.starts = key, seconds, flaky, 0
+
+    def start(self, done: Done) -> None:
+        self.starts += 1
+        error = TransientStoreError("503 SlowDown") if self.flaky and self.starts == 1 else None
+        result = None if error else BlockResult(self.key, "done", nbytes=1)
+        threading.Timer(self.seconds, done, (result, error)).start()
+
+    def give_up(self, reason: str) -> BlockResult:
+        return BlockResult(self.key, "failed", reason=reason)
+
+
+def test_a_blocks_deadline_counts_from_its_own_first_attempt() -> None:
+    """A block queued behind others longer than the deadline still gets its retries:
+    the deadline bounds a block's attempts, not its batch's queue."""
+    settings = S3Settings.resolve(
+        {}, max_attempts=3, backoff_base_seconds=0.001, deadline_seconds=0.5
+    )
+    ahead = [Queued(bytes([i]) * 8, 0.15) for i in range(6)]  # 0.9 s in a window of 1
+    last = Queued(b"L" * 8, 0.01, flaky=True)
+    report = TransferJob("upload", [*ahead, last], window=1, settings=settings).wait(30)
+    assert report.ok and len(report.done) == 7, report.failed
+    assert last.starts == 2
+
+
+class Blocking:
+    """A blocking store's call, on the pool: fails transiently ``failures`` times; records
+    the attempt each call reports (:data:`s3kv.retry.ATTEMPT`)."""
+
+    def __init__(
+        self, pool: ThreadPoolExecutor, key: bytes, failures: int = 0, seconds: float = 0.0
+    ) -> None:
+        self.pool, self.key, self.failures, self.seconds = pool, key, failures, seconds
+        self.attempts: list[int] = []
+
+    def call(self) -> BlockResult:
+        self.attempts.append(ATTEMPT.get())
+        time.sleep(self.seconds)
+        if len(self.attempts) <= self.failures:
+            raise TransientStoreError("503 SlowDown")
+        return BlockResult(self.key, "done", nbytes=1)
+
+    def start(self, done: Done) -> object:
+        return on_pool(self.pool, self.call, done)
+
+    def give_up(self, reason: str) -> BlockResult:
+        return BlockResult(self.key, "failed", reason=reason)
+
+
+def test_blocking_calls_retry_in_the_job_and_report_their_attempt() -> None:
+    with ThreadPoolExecutor(4) as pool:
+        attempts = [Blocking(pool, bytes([i]) * 8, failures=i % 3) for i in range(30)]
+        report = TransferJob("upload", attempts, window=4, settings=SETTINGS).wait(30)
+    assert report.ok and len(report.done) == 30
+    assert all(a.attempts == list(range(1, a.failures + 2)) for a in attempts)
+
+
+def test_a_pool_shut_down_under_a_job_reports_every_block() -> None:
+    """``close(wait=False)`` cancels the pool's queued calls: those blocks are reported
+    cancelled, the running ones finish, and the job ends."""
+    pool = ThreadPoolExecutor(2)
+    attempts = [Blocking(pool, i.to_bytes(4, "big"), seconds=0.05) for i in range(40)]
+    job = TransferJob("upload", attempts, window=8, settings=SETTINGS)
+    time.sleep(0.02)
+    closing = threading.Thread(target=pool.shutdown, kwargs={"cancel_futures": True})
+    closing.start()  # the completions it runs submit to the pool it is shutting down
+    closing.join(10)
+    assert not closing.is_alive(), "the pool's shutdown deadlocked on a completion"
+    report = job.wait(30)
+    assert report.count == 40 and 0 < len(report.done) < 40
+    assert set(report.failed.values()) == {"cancelled"}
+
+
+def test_cancel_drops_the_pools_queued_calls() -> None:
+    with ThreadPoolExecutor(2) as pool:
+        attempts = [Blocking(pool, i.to_bytes(4, "big"), seconds=0.05) for i in range(40)]
+        job = TransferJob("upload", attempts, window=40, settings=SETTINGS)
+        time.sleep(0.02)
+        job.cancel()
+        report = job.wait(30)
+    assert report.count == 40 and len(report.done) <= 4
+    assert set(report.failed.values()) == {"cancelled"}
+    assert sum(1 for a in attempts if a.attempts) <= 4  # queued calls never ran
