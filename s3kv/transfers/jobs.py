@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 import time
 from collections import deque
@@ -91,6 +92,10 @@ class Attempt(Protocol):
         """The failed result once no attempt is left (and any cleanup, e.g. zeroing)."""
 
 
+_ON_POOL = threading.local()  # .chain: (pool, calls started by a completion on its thread)
+logger = logging.getLogger("s3kv")
+
+
 def on_pool(
     executor: Executor,
     call: Callable[[], T],
@@ -99,22 +104,32 @@ def on_pool(
     """Run a blocking ``call`` on the pool; ``done(result, None)`` or ``done(None, error)``
     later, from the pool's thread, as an async store's completion would. The call reports
     the attempt that started it (:data:`~s3kv.retry.ATTEMPT` does not cross threads by
-    itself). A task cancelled before it ran (:meth:`TransferJob.cancel`, or the pool shut
-    down with ``cancel_futures``: ``close(wait=False)``), or refused by a pool already
-    shut down, completes with :class:`TransferCancelledError`. Returns the function that
-    cancels it."""
+    itself). Returns the function that cancels it.
+
+    A call started by a completion on a pool thread (the next block, in the slot a block
+    just freed) runs next on that same thread, as a worker loop would: a small block
+    costs no queue hand-off and no thread wake-up. Such a call has started: it cannot be
+    cancelled. A call cancelled before it ran (:meth:`TransferJob.cancel`, or the pool
+    shut down with ``cancel_futures``: ``close(wait=False)``), or refused by a pool
+    already shut down, completes with :class:`TransferCancelledError`.
+    """
     attempt = ATTEMPT.get()
+    current: tuple[Executor, list[Any]] | None = getattr(_ON_POOL, "chain", None)
+    if current is not None and current[0] is executor:
+        current[1].append((call, done, attempt))
+        return _started
 
     def run() -> None:
-        token = ATTEMPT.set(attempt)
+        chain = [(call, done, attempt)]
+        _ON_POOL.chain = (executor, chain)
         try:
-            result = call()
-        except BaseException as exc:
-            ATTEMPT.reset(token)
-            done(None, exc)
-            return
-        ATTEMPT.reset(token)
-        done(result, None)
+            while chain:
+                try:
+                    _run(*chain.pop())
+                except Exception:  # a completion's bug (an on_done that raised)
+                    logger.exception("s3kv: a transfer's completion raised")
+        finally:
+            _ON_POOL.chain = None
 
     def dropped(future: Future[None]) -> None:
         # On a thread of its own: a pool that shuts down cancels its queue holding its
@@ -129,6 +144,24 @@ def on_pool(
         raise TransferCancelledError("the transfer was closed") from None
     future.add_done_callback(dropped)
     return future.cancel  # type: ignore[return-value]
+
+
+def _run(
+    call: Callable[[], T], done: Callable[[T | None, BaseException | None], None], attempt: int
+) -> None:
+    token = ATTEMPT.set(attempt)
+    try:
+        result = call()
+    except BaseException as exc:
+        ATTEMPT.reset(token)
+        done(None, exc)
+        return
+    ATTEMPT.reset(token)
+    done(result, None)
+
+
+def _started() -> None:
+    """The cancel function of a call that has started: there is nothing to cancel."""
 
 
 class TransferJob:
@@ -158,7 +191,7 @@ class TransferJob:
         self._on_done = on_done
         self._settings = settings
         self._window = max(1, window)
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._starting = threading.local()  # set while this thread is inside start()
         self._ready: deque[tuple[Attempt, int, float]] = deque()  # attempt, tries, deadline
         self._later: list[tuple[float, int, Attempt, int, float]] = []  # retry heap
@@ -167,51 +200,68 @@ class TransferJob:
         self._live: set[Done] = set()  # attempts in flight, to cancel
         self._left = len(attempts)
         self._ready.extend((a, 0, 0.0) for a in attempts)  # deadline set at the first start
+        self._timing = False  # a thread waits for the retries in _later
         if not attempts:
             self._finish()
             return
-        threading.Thread(target=self._drive, name=f"s3kv-{operation}", daemon=True).start()
+        self._pump()
 
     def cancel(self) -> None:
         """Stop blocks not yet started; cancel the requests in flight that can be."""
         self._cancel.set()
         with self._cond:
-            self._cond.notify()
+            self._cond.notify()  # the retries' timer has nothing left to wait for
             live = list(self._live)
+        self._pump()  # blocks not started (and retries waiting) are given up, "cancelled"
         for done in live:  # each ends with an error, then gives up as "cancelled"
             if done.cancel is not None:
                 done.cancel()
 
-    def _drive(self) -> None:
+    def _pump(self) -> None:
+        """Start ready blocks while the window has room, on this thread (the caller's at
+        first, then the retries' timer's). A start that completes at once hands its slot
+        back here: a run of such failures loops, it does not recurse. Once cancelled,
+        gives up every block not started."""
         while True:
             with self._cond:
-                while True:
-                    if self._left == 0:
-                        return
-                    now = time.monotonic()
-                    if self._later and self._later[0][0] <= now:
-                        _, _, attempt, tries, deadline = heapq.heappop(self._later)
-                        self._ready.appendleft((attempt, tries, deadline))
-                    if self._cancel.is_set() and (self._ready or self._later):
-                        dropped = [a for a, _, _ in self._ready]
-                        dropped += [entry[2] for entry in self._later]
-                        self._ready.clear()
-                        self._later.clear()
-                        break
-                    if self._ready and self._inflight < self._window:
-                        attempt, tries, deadline = self._ready.popleft()
-                        self._inflight += 1
-                        dropped = []
-                        break
-                    wait = self._later[0][0] - now if self._later else None
-                    self._cond.wait(wait)
+                if self._cancel.is_set() and (self._ready or self._later):
+                    dropped = [a for a, _, _ in self._ready]
+                    dropped += [entry[2] for entry in self._later]
+                    self._ready.clear()
+                    self._later.clear()
+                elif self._ready and self._inflight < self._window:
+                    attempt, tries, deadline = self._ready.popleft()
+                    self._inflight += 1
+                    dropped = []
+                else:
+                    return
             if dropped:
                 for attempt in dropped:
                     self._settle(attempt.give_up("cancelled"))
-                continue
-            self._launch(attempt, tries, deadline)
+            else:
+                self._launch(attempt, tries, deadline)
 
-    def _launch(self, attempt: Attempt, tries: int, deadline: float) -> None:
+    def _time_retries(self) -> None:
+        """The retries' timer: a thread that lives while retries wait (none, mostly)."""
+        while True:
+            with self._cond:
+                while True:
+                    if not self._later or self._cancel.is_set():
+                        self._timing = False
+                        break
+                    now = time.monotonic()
+                    if self._later[0][0] <= now:
+                        _, _, attempt, tries, deadline = heapq.heappop(self._later)
+                        self._ready.appendleft((attempt, tries, deadline))
+                        break
+                    self._cond.wait(self._later[0][0] - now)
+                timing = self._timing
+            self._pump()
+            if not timing:
+                return
+
+    def _launch(self, attempt: Attempt, tries: int, deadline: float) -> bool:
+        """Start one attempt; True if it completed inside start()."""
         if tries == 0:  # a block's deadline counts from its first attempt, not the job's
             deadline = time.monotonic() + self._settings.deadline_seconds
         started: list[Done] = []  # not `done` itself: a cycle would keep the buffers alive
@@ -234,6 +284,7 @@ class TransferJob:
             self._starting.active = False
         if self._cancel.is_set() and done.cancel is not None:
             done.cancel()  # cancel() ran while this one was starting
+        return not started
 
     def _completed(
         self,
@@ -250,23 +301,27 @@ class TransferJob:
                 result = BlockResult(
                     attempt.key, "failed", reason=f"unexpected {type(exc).__name__}: {exc}"
                 )
-        # The freed slot goes straight to the next ready block, from this (transport)
-        # thread: waking the driver for every completion costs a thread hand-off each.
-        # A completion reported from inside start() (a synchronous failure) leaves the
-        # slot to the driver instead, so a run of such failures cannot recurse.
+        # The freed slot goes straight to the next ready block, from this thread (the
+        # transport's, or the pool's). A completion reported from inside start() (a
+        # synchronous failure) leaves the slot to the _pump() that called start(), so a
+        # run of such failures cannot recurse.
         inline = not getattr(self._starting, "active", False)
-        with self._cond:
+        last = False
+        if result is not None:
+            self._results.append(result)  # list.append is atomic
+        with self._cond:  # one lock per completion: the block settled, its slot passed on
+            if result is not None:
+                self._left -= 1
+                last = self._left == 0
             if inline and self._ready and not self._cancel.is_set():
                 successor: tuple[Attempt, int, float] | None = self._ready.popleft()
             else:
                 successor = None
                 self._inflight -= 1
-                if self._later or self._cancel.is_set() or self._ready:
-                    self._cond.notify()  # the driver owns retries and cancellation
-        if result is not None:
-            self._settle(result)
-        if successor is not None:
-            self._launch(*successor)
+        if last:
+            self._finish()
+        if successor is not None and self._launch(*successor):
+            self._pump()  # it completed inside start(): its slot is free again
 
     def _retry_or_fail(
         self, attempt: Attempt, tries: int, deadline: float, error: BaseException | None
@@ -284,7 +339,11 @@ class TransferJob:
                     heapq.heappush(
                         self._later, (now + delay, next(self._order), attempt, tries, deadline)
                     )
-                    self._cond.notify()  # the driver sleeps until the earliest retry
+                    self._cond.notify()  # the timer sleeps until the earliest retry
+                    timing, self._timing = self._timing, True
+                if not timing:
+                    name = f"s3kv-{self.operation}-retries"
+                    threading.Thread(target=self._time_retries, name=name, daemon=True).start()
                 return None
             started = deadline - s.deadline_seconds
             return attempt.give_up(give_up_reason(error, s, tries, now - started, delay))
@@ -297,8 +356,6 @@ class TransferJob:
         with self._cond:
             self._left -= 1
             last = self._left == 0
-            if last:
-                self._cond.notify()
         if last:
             self._finish()
 
