@@ -204,7 +204,13 @@ class TransferJob:
         if not attempts:
             self._finish()
             return
-        self._pump()
+        # Started from a completion on a pool thread (an on_done that submits the next
+        # batch), the first window still goes to the pool, not after that one call.
+        chain, _ON_POOL.chain = getattr(_ON_POOL, "chain", None), None
+        try:
+            self._pump()
+        finally:
+            _ON_POOL.chain = chain
 
     def cancel(self) -> None:
         """Stop blocks not yet started; cancel the requests in flight that can be."""

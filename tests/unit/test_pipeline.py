@@ -223,3 +223,29 @@ def test_cancel_drops_the_pools_queued_calls() -> None:
     assert report.count == 40 and len(report.done) <= 4
     assert set(report.failed.values()) == {"cancelled"}
     assert sum(1 for a in attempts if a.attempts) <= 4  # queued calls never ran
+
+
+def test_a_batch_submitted_from_a_completion_still_runs_on_the_whole_pool() -> None:
+    """An on_done that submits the next batch runs on a pool thread; that batch's first
+    window still goes to the pool's threads, not one after another on that thread."""
+    with ThreadPoolExecutor(4) as pool:
+        threads: set[str] = set()
+        second: list[TransferJob] = []
+
+        class Named(Blocking):
+            def call(self) -> BlockResult:
+                threads.add(threading.current_thread().name)
+                return super().call()
+
+        def next_batch(_: TransferJob) -> None:
+            attempts = [Named(pool, bytes([i]) * 8, seconds=0.05) for i in range(8)]
+            second.append(TransferJob("upload", attempts, window=4, settings=SETTINGS))
+
+        first = [Blocking(pool, b"f" * 8)]
+        TransferJob("upload", first, window=1, settings=SETTINGS, on_done=next_batch).wait(30)
+        deadline = time.monotonic() + 30
+        while not second and time.monotonic() < deadline:
+            time.sleep(0.01)
+        report = second[0].wait(30)
+    assert report.ok and len(report.done) == 8
+    assert len(threads) == 4  # serially on one thread, it would be one
