@@ -170,14 +170,19 @@ class Blocking:
     the attempt each call reports (:data:`s3kv.retry.ATTEMPT`)."""
 
     def __init__(
-        self, pool: ThreadPoolExecutor, key: bytes, failures: int = 0, seconds: float = 0.0
+        self,
+        pool: ThreadPoolExecutor,
+        key: bytes,
+        failures: int = 0,
+        gate: threading.Event | None = None,
     ) -> None:
-        self.pool, self.key, self.failures, self.seconds = pool, key, failures, seconds
+        self.pool, self.key, self.failures, self.gate = pool, key, failures, gate
         self.attempts: list[int] = []
 
     def call(self) -> BlockResult:
         self.attempts.append(ATTEMPT.get())
-        time.sleep(self.seconds)
+        if self.gate is not None:
+            assert self.gate.wait(10), "the test never opened the gate"
         if len(self.attempts) <= self.failures:
             raise TransientStoreError("503 SlowDown")
         return BlockResult(self.key, "done", nbytes=1)
@@ -200,12 +205,16 @@ def test_blocking_calls_retry_in_the_job_and_report_their_attempt() -> None:
 def test_a_pool_shut_down_under_a_job_reports_every_block() -> None:
     """``close(wait=False)`` cancels the pool's queued calls: those blocks are reported
     cancelled, the running ones finish, and the job ends."""
-    pool = ThreadPoolExecutor(2)
-    attempts = [Blocking(pool, i.to_bytes(4, "big"), seconds=0.05) for i in range(40)]
+    pool, gate = ThreadPoolExecutor(2), threading.Event()
+    attempts = [Blocking(pool, i.to_bytes(4, "big"), gate=gate) for i in range(40)]
     job = TransferJob("upload", attempts, window=8, settings=SETTINGS)
-    time.sleep(0.02)
+    _wait_until_running(attempts, 2)
     closing = threading.Thread(target=pool.shutdown, kwargs={"cancel_futures": True})
     closing.start()  # the completions it runs submit to the pool it is shutting down
+    while not pool._shutdown:  # CPython's flag: shutdown began, under its lock, and
+        time.sleep(0.001)  # it empties the queue before that lock is free again
+    with pool._shutdown_lock:
+        gate.set()  # the two running calls finish only after the queue was cancelled
     closing.join(10)
     assert not closing.is_alive(), "the pool's shutdown deadlocked on a completion"
     report = job.wait(30)
@@ -214,15 +223,25 @@ def test_a_pool_shut_down_under_a_job_reports_every_block() -> None:
 
 
 def test_cancel_drops_the_pools_queued_calls() -> None:
+    """The two calls running when the job is cancelled finish; the 38 queued never run."""
+    gate = threading.Event()
     with ThreadPoolExecutor(2) as pool:
-        attempts = [Blocking(pool, i.to_bytes(4, "big"), seconds=0.05) for i in range(40)]
+        attempts = [Blocking(pool, i.to_bytes(4, "big"), gate=gate) for i in range(40)]
         job = TransferJob("upload", attempts, window=40, settings=SETTINGS)
-        time.sleep(0.02)
+        _wait_until_running(attempts, 2)
         job.cancel()
+        gate.set()
         report = job.wait(30)
-    assert report.count == 40 and len(report.done) <= 4
+    assert report.count == 40 and len(report.done) == 2
     assert set(report.failed.values()) == {"cancelled"}
-    assert sum(1 for a in attempts if a.attempts) <= 4  # queued calls never ran
+    assert sum(1 for a in attempts if a.attempts) == 2  # queued calls never ran
+
+
+def _wait_until_running(attempts: list[Blocking], running: int) -> None:
+    deadline = time.monotonic() + 10
+    while sum(1 for a in attempts if a.attempts) < running:
+        assert time.monotonic() < deadline, "the pool never started the calls"
+        time.sleep(0.001)
 
 
 def test_a_batch_submitted_from_a_completion_still_runs_on_the_whole_pool() -> None:
@@ -231,14 +250,16 @@ def test_a_batch_submitted_from_a_completion_still_runs_on_the_whole_pool() -> N
     with ThreadPoolExecutor(4) as pool:
         threads: set[str] = set()
         second: list[TransferJob] = []
+        together = threading.Barrier(4, timeout=10)  # breaks unless 4 calls run at once
 
         class Named(Blocking):
             def call(self) -> BlockResult:
                 threads.add(threading.current_thread().name)
+                together.wait()
                 return super().call()
 
         def next_batch(_: TransferJob) -> None:
-            attempts = [Named(pool, bytes([i]) * 8, seconds=0.05) for i in range(8)]
+            attempts = [Named(pool, bytes([i]) * 8) for i in range(8)]
             second.append(TransferJob("upload", attempts, window=4, settings=SETTINGS))
 
         first = [Blocking(pool, b"f" * 8)]
