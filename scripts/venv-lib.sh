@@ -9,7 +9,24 @@ python="${PYTHON:-python3.11}"
 # Exact CPU build: "torch==2.13.0" alone could also match a CUDA wheel from PyPI, and
 # anything that depends on torch must not upgrade it, so every pip call is constrained.
 torch_pin="torch==2.13.0+cpu"
+# The test tools, held to the same pins as .venv's (pyproject.toml's extras: pytest <9.2,
+# moto <6, ...), so a new release reaches the vLLM venvs when pyproject.toml lets it.
 test_deps=(pytest pytest-timeout "moto[server]" hypothesis)
+if [[ -f "$repo/pyproject.toml" ]]; then
+  mapfile -t test_deps < <("$python" - "$repo/pyproject.toml" "${test_deps[@]}" <<'EOF_PY'
+import re
+import sys
+import tomllib
+
+with open(sys.argv[1], "rb") as f:
+    extras = tomllib.load(f)["project"]["optional-dependencies"]
+specs = {re.match(r"[A-Za-z0-9_.-]+", s)[0].lower(): s for group in extras.values() for s in group}
+for tool in sys.argv[2:]:
+    print(specs.get(re.match(r"[A-Za-z0-9_.-]+", tool)[0].lower(), tool))
+EOF_PY
+  )
+  ((${#test_deps[@]} == 4)) || { echo "$name: no test tools read from pyproject.toml" >&2; exit 1; }
+fi
 
 # The stamp holds hashes of the calling script, this file and pyproject.toml.
 want_stamp() {

@@ -130,11 +130,13 @@ def test_loads_while_renewals_wait_send_one_copy_per_block(moto: Server, fleet: 
     f = fleet(moto, slow_copies, delay=2.0)  # each copy answered 2 s late: a slow queue
     ks = f.store_chain(16, start=3000)
     tier = f.tier()
-    started = time.monotonic()
+    loads = []
     for i in range(4):  # loaded again and again while the copies wait, past renew_after
+        t0 = time.monotonic()
         _load(tier, ks, req=f"load-{i}")
+        loads.append(time.monotonic() - t0)
         time.sleep(0.5)
-    assert time.monotonic() - started < 4.0  # the loads never waited for a copy
+    assert max(loads) < 2.0, loads  # no load waited for a copy (each is answered 2 s late)
     assert tier.renewer.flush(60)
     copies = [r for r in f.proxy.requests if is_copy(r)]
     assert len(copies) == len(ks)
