@@ -161,13 +161,26 @@ def test_two_tiers_loading_one_chain_at_once_copy_about_once_per_block(
     assert a.renewer.flush(60) and b.renewer.flush(60)
     copies = [r for r in f.proxy.requests if is_copy(r)]
     assert len({r.path for r in copies}) == len(ks)  # every block renewed
-    print("COPIES", len(copies), len(ks))
-    assert len(copies) <= 1.1 * len(ks), len(copies)
+    # Without the look first, each tier copies every block (2 x 40). With it, a block is
+    # copied twice only when both looked before either copy landed: both copies then
+    # leave within moments of each other. How many such overlaps a 3 s spread gives
+    # depends on the box's latency (on CI's loaded box more than on a quiet one).
+    assert len(copies) <= 1.25 * len(ks), len(copies)
+    at: dict[str, list[float]] = {}
+    for r in copies:
+        at.setdefault(r.path, []).append(r.at)
+    twice = [max(ts) - min(ts) for ts in at.values() if len(ts) > 1]
+    assert all(gap < 1.0 for gap in twice), twice
     renewed = a.renewer.renewed + b.renewer.renewed
     skipped = a.renewer.already_renewed + b.renewer.already_renewed
     assert renewed + skipped == 2 * len(ks)
-    if server.name == "rgw":  # the condition is enforced: never two renewals of one block
-        assert renewed == len(ks)
+    if server.name == "rgw":
+        # RGW refuses a copy that comes after another one (its condition is checked in
+        # tests/functional/test_renew_store.py); two copies reaching it at the same moment
+        # can both land: it checks the condition, then copies, with no lock between (seen
+        # in a fresh-clone `make test`: one block's two copies 4 ms apart, both 200).
+        at_once = sum(1 for gap in twice if gap < 0.5)
+        assert len(ks) <= renewed <= len(ks) + at_once, (renewed, twice)
 
 
 def test_a_throttling_store_gets_a_few_copies_and_loads_go_on(

@@ -20,7 +20,8 @@ shared prompts, the head of every chain) would go first. A :class:`Renewer` make
   the copy, a HEAD looks (one GET-class request, a twelfth of a copy's price): a block
   another node renewed since this one saw it is left alone (``already_renewed``). The
   copy itself is conditional on the Last-Modified that HEAD read, which AWS, MinIO and
-  Ceph RGW enforce: two nodes that looked at the same instant still copy once;
+  Ceph RGW enforce: a copy after another node's is refused (two reaching the store at
+  the same moment can both land: one extra copy, no harm);
 * tags: where a copy keeps the object's tags (AWS, MinIO, moto), nothing more is sent;
   where it drops them (Ceph RGW 16), they are put back at once. A block whose re-tag
   failed would never match the lifecycle rule: it is remembered and re-tagged at its
