@@ -20,9 +20,14 @@ import tomllib
 
 with open(sys.argv[1], "rb") as f:
     extras = tomllib.load(f)["project"]["optional-dependencies"]
-specs = {re.match(r"[A-Za-z0-9_.-]+", s)[0].lower(): s for group in extras.values() for s in group}
+
+def name(requirement: str) -> str:
+    return re.match(r"[A-Za-z0-9_.-]+", requirement)[0].lower()
+
+
+pins = {name(spec): spec for group in extras.values() for spec in group}
 for tool in sys.argv[2:]:
-    print(specs.get(re.match(r"[A-Za-z0-9_.-]+", tool)[0].lower(), tool))
+    print(pins.get(name(tool), tool))
 EOF_PY
   )
   ((${#test_deps[@]} == 4)) || { echo "$name: no test tools read from pyproject.toml" >&2; exit 1; }
