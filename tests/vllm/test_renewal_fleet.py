@@ -178,7 +178,7 @@ def test_two_tiers_loading_one_chain_at_once_copy_about_once_per_block(
         # RGW refuses a copy that comes after another one (its condition is checked in
         # tests/functional/test_renew_store.py); two copies reaching it at the same moment
         # can both land: it checks the condition, then copies, with no lock between (seen
-        # in a fresh-clone `make test`: one block's two copies 4 ms apart, both 200).
+        # in a fresh-clone `make test`: one block's two copies in one millisecond, both 200).
         at_once = sum(1 for gap in twice if gap < 0.5)
         assert len(ks) <= renewed <= len(ks) + at_once, (renewed, twice)
 
