@@ -189,6 +189,13 @@ def error_for(
             "write (a stale answer on the connection; or not an S3 endpoint: check "
             "--endpoint-url); retried"
         )
+    if operation in ("HEAD", "GET") and status == 412:
+        # s3kv's reads carry no condition, so a 412 is another request's answer (a refused
+        # create-only PUT's, left on a desynchronised connection).
+        return TransientStoreError(
+            f"{operation} {where}: HTTP 412 to a read without a condition: not an S3 "
+            "answer to it (a stale answer on the connection); retried"
+        )
     if kind in (AccessDeniedError, None) and status in (400, 403):
         skew = _skew(heads, fields)
         if skew is not None and abs(skew) > SKEW_LIMIT_SECONDS:

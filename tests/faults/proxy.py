@@ -452,6 +452,7 @@ S3_ANSWERS: dict[str, tuple[int, str, list[tuple[str, str]]]] = {
     "skew": (403, "RequestTimeTooSkewed", [("Date", "20 minutes ago")]),
     "region": (301, "PermanentRedirect", [("x-amz-bucket-region", "eu-west-1")]),
     "expired": (400, "ExpiredToken", []),
+    "precondition": (412, "PreconditionFailed", []),
 }
 """Faults that are S3's own error answers, with the headers S3 sends along."""
 

@@ -70,6 +70,30 @@ def test_another_requests_answer_never_lands_in_a_row(
     assert report.ok, list(report.failed.values())
 
 
+def test_a_412_answering_the_head_that_settles_a_puts_412_is_retried(
+    proxy: Any, bucket: str, s3: Any, data_path: str
+) -> None:
+    """What a desynchronised connection did in a fresh-clone make test: a refused PUT's
+    412 went to the next request on the connection, the HEAD that settles a 412, and the
+    block failed. Here the proxy answers each block's first PUT 412 without storing it,
+    and the HEAD after it 412 too: neither is the store's answer, so the block is tried
+    again and stored."""
+    url = f"s3://{bucket}/kv"
+    n = 4
+    ks, data = keys(n), rows(n, size=SMALL)
+    put_first, head_first = (once_per_block("precondition", m) for m in ("PUT", "HEAD"))
+    p = proxy(lambda r: put_first(r) or head_first(r))
+    with Uploader(url, NS, settings=settings(p.url, data_path, max_attempts=4)) as up:
+        report = up.put_blocks(dict(zip(ks, data)))
+    assert report.ok, list(report.failed.values())
+    assert sorted(report.stored) == sorted(ks)
+    assert len(p.injected("precondition")) == 2 * n  # each block met both
+    mapper = KeyMapper(NS, prefix="kv")
+    for key, row in zip(ks, data):
+        body = s3.get_object(Bucket=bucket, Key=mapper.key_for(key))["Body"].read()
+        assert body == row.tobytes()
+
+
 @pytest.mark.parametrize("echo", [True, False], ids=["echoing-store", "silent-store"])
 @pytest.mark.parametrize("fault", ["stale", "extra"])
 @pytest.mark.parametrize("concurrency", [1, 4])
