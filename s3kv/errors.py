@@ -97,7 +97,19 @@ class StoreError(S3KVError):
 
 
 class ObjectNotFoundError(StoreError, FileNotFoundError):
-    """The object does not exist."""
+    """The object does not exist.
+
+    ``named`` is the key the store's 404 named (S3's ``<Key>``; "" when its error body
+    named none, None when it had no body). ``bound`` is False when nothing proved the 404
+    was the answer to this very request (a store whose 404s name no key, such as Ceph RGW:
+    a stale answer on a desynchronised connection looks the same); callers that act on
+    an absence then confirm it with a look that is bound (:meth:`s3kv.stores.Store.head`).
+    """
+
+    def __init__(self, message: str, *, named: str | None = None, bound: bool = True) -> None:
+        super().__init__(message)
+        self.named = named
+        self.bound = bound
 
 
 class BucketNotFoundError(StoreError, FileNotFoundError):

@@ -2,6 +2,9 @@
 
 Credentials come from boto3's standard chain (environment, profile, instance role) unless
 given explicitly; they are ``SecretStr`` so they never show in reprs, logs or errors.
+``AWS_PROFILE`` is not copied into :attr:`S3Settings.profile`: boto3 reads it itself, as
+a default that keys in the environment override, while a profile named here
+(``--profile``, ``S3KV_PROFILE``) is explicit and its keys win (botocore's rule).
 """
 
 from __future__ import annotations
@@ -13,7 +16,15 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from s3kv.errors import SettingsError
 
@@ -28,7 +39,9 @@ DataPath = Literal["auto", "crt", "botocore"]
 ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "endpoint_url": ("S3KV_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
     "region": ("S3KV_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
-    "profile": ("S3KV_PROFILE", "AWS_PROFILE"),
+    # AWS_PROFILE is boto3's own (see the module doc): an explicit profile would change
+    # whose keys sign.
+    "profile": ("S3KV_PROFILE",),
     "access_key_id": ("S3KV_ACCESS_KEY_ID",),
     "secret_access_key": ("S3KV_SECRET_ACCESS_KEY",),
     "session_token": ("S3KV_SESSION_TOKEN",),
@@ -44,6 +57,7 @@ ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "max_connections": ("S3KV_MAX_CONNECTIONS",),
     "verify_tls": ("S3KV_VERIFY_TLS",),
     "ca_bundle": ("S3KV_CA_BUNDLE", "AWS_CA_BUNDLE"),
+    "proxy_ca_bundle": ("S3KV_PROXY_CA_BUNDLE",),
     "multipart_threshold_bytes": ("S3KV_MULTIPART_THRESHOLD_BYTES",),
     "multipart_chunk_bytes": ("S3KV_MULTIPART_CHUNK_BYTES",),
     "tag_blocks": ("S3KV_TAG_BLOCKS",),
@@ -79,6 +93,9 @@ class S3Settings(BaseModel):
     addressing_style: AddressingStyle = "auto"
     """``auto`` means path-style with a custom endpoint (what MinIO and Ceph want)."""
     profile: str | None = None
+    """A profile of ``~/.aws/config`` named explicitly: its keys win over
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` (boto3's ``profile_name``). None: boto3
+    picks ``AWS_PROFILE`` itself, where keys in the environment win."""
     access_key_id: str | None = None
     secret_access_key: SecretStr | None = None
     session_token: SecretStr | None = None
@@ -107,6 +124,9 @@ class S3Settings(BaseModel):
     e.g. to a store's per-client connection limit). None: no cap."""
     verify_tls: bool = True
     ca_bundle: Path | None = None
+    proxy_ca_bundle: Path | None = None
+    """PEM file of CAs to trust for an ``https://`` proxy (``HTTPS_PROXY``), as botocore's
+    ``proxies_config``; None: the AWS profile's ``proxy_ca_bundle``, else the system's CAs."""
     multipart_threshold_bytes: int = Field(default=64 * MiB, ge=5 * MiB)
     multipart_chunk_bytes: int = Field(default=16 * MiB, ge=5 * MiB, le=5 * 1024 * MiB)
     tag_blocks: bool = True
@@ -117,12 +137,17 @@ class S3Settings(BaseModel):
     :mod:`s3kv.stores.crt`) or on botocore. Listing, deletes, multipart uploads, copies
     and tags always use botocore."""
 
+    @field_validator("ca_bundle", "proxy_ca_bundle")
+    @classmethod
+    def _readable(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError("not a readable file; give the path of a PEM file of CAs")
+        return path
+
     @model_validator(mode="after")
     def _check(self) -> S3Settings:
         if (self.access_key_id is None) != (self.secret_access_key is None):
             raise ValueError("give both access_key_id and secret_access_key, or neither")
-        if self.ca_bundle is not None and not self.ca_bundle.is_file():
-            raise ValueError(f"ca_bundle {str(self.ca_bundle)!r} is not a readable file")
         if self.endpoint_url is not None:
             _check_endpoint(self.endpoint_url)
         return self
@@ -249,5 +274,6 @@ def _explain(exc: ValidationError, env: Mapping[str, str]) -> str:
         if not field:
             parts.append(err["msg"].removeprefix("Value error, "))
         else:
-            parts.append(f"{field}={value}{source}: {err['msg'].lower()}")
+            message = err["msg"].removeprefix("Value error, ")
+            parts.append(f"{field}={value}{source}: {message[:1].lower()}{message[1:]}")
     return "invalid S3 settings: " + "; ".join(parts)

@@ -150,6 +150,10 @@ def add_connection(
         group.add_argument("--concurrency", type=int, help="requests in flight; default 32")
     group.add_argument("--ca-bundle", help="PEM file of CAs to trust (private endpoints)")
     group.add_argument(
+        "--proxy-ca-bundle",
+        help="PEM file of CAs to trust for an https:// proxy (HTTPS_PROXY); botocore's path",
+    )
+    group.add_argument(
         "--no-verify-tls",
         action="store_const",
         const=False,
@@ -170,6 +174,7 @@ def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
         "checksum": getattr(args, "checksum_algorithm", None),
         "concurrency": getattr(args, "concurrency", None),
         "ca_bundle": args.ca_bundle,
+        "proxy_ca_bundle": args.proxy_ca_bundle,
         "verify_tls": args.verify_tls,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -30,20 +30,20 @@ from typing import Any
 from urllib.parse import quote
 
 from awscrt import http, s3
-from botocore.exceptions import SSLError
+from botocore.exceptions import ProxyConnectionError, SSLError
 
 from s3kv.errors import (
     ObjectNotFoundError,
-    S3KVError,
     StoreError,
+    TransientStoreError,
 )
 from s3kv.integrity import Buffer
 from s3kv.settings import S3Settings
 from s3kv.stores.base import Cancel, ObjectInfo, PutOptions
 from s3kv.stores.crt_call import Answer, Body, Call, crt_failure
 from s3kv.stores.crt_client import MAX_REQUEST_BYTES, credentials_provider, new_client
-from s3kv.stores.crt_get import BlockGet, plan
-from s3kv.stores.echoes import TOKEN_PARAMETER, Echoes, request_token
+from s3kv.stores.crt_get import BlockGet, plan, small_get
+from s3kv.stores.echoes import Echoes
 from s3kv.stores.endpoint import DataEndpoint, data_endpoint
 from s3kv.stores.errors import short
 from s3kv.stores.hooks import reported, reporting_done
@@ -51,14 +51,13 @@ from s3kv.stores.rules import (
     ConditionFailed,
     RangeNotSatisfiable,
     attempt_seconds,
-    check_found,
     cut_short,
-    oversized,
-    write_headers,
+    stale_answer,
 )
 from s3kv.stores.s3 import S3Store
 from s3kv.stores.trace import trace, trace_enabled
 from s3kv.stores.watchdog import Watchdog
+from s3kv.stores.writing import write_headers
 
 _LIVE_PRUNE_AT = 1024
 """Shutdown events of requests kept before the set is pruned of those already set."""
@@ -180,17 +179,27 @@ class CrtS3Store(S3Store):
             problem = self._tls_problem(method, where, where.removeprefix(f"{self.name}/"))
             if problem is not None:
                 return problem
-        return crt_failure(
+        error = crt_failure(
             exc, call, method, where, self.network, self.target.region,
             attempt_seconds(self.settings, nbytes),
         )
+        if method in ("GET", "PUT") and isinstance(error, ObjectNotFoundError):
+            key = where.removeprefix(f"{self.name}/")
+            try:
+                error.bound = self.echoes.check_missing(
+                    method, where, key, error.named, call.client
+                )
+            except TransientStoreError as foreign:
+                return foreign
+        return error
 
     def _tls_problem(self, method: str, where: str, key: str) -> BaseException | None:
         """Why a first request over TLS got no answer, if TLS is why. awscrt holds a
         failed handshake 10-30 s (s2n's blinding delay), past the timeouts, so an unknown
         CA shows only as silence, and plain HTTP on the port as a closed socket; one
-        request through boto3 (the same CA bundle and proxy; a HEAD of the same key,
-        which the policies that allowed the request allow) tells, once per store."""
+        request through boto3 (the same CA bundle and proxy; a HEAD of the same key, for
+        its failure only, which the policies that allowed the request allow) tells, once
+        per store."""
         with self._probe_lock:
             if not self._probed:
                 try:
@@ -198,12 +207,14 @@ class CrtS3Store(S3Store):
                     found: BaseException | None = None
                 except SSLError as exc:
                     found = self.network.tls_failed(method, where, short(exc))
+                except ProxyConnectionError as exc:  # an https:// proxy it cannot trust
+                    found = self.network.unreachable(method, where, short(exc))
                 except Exception:
                     found = None
                 self._probed.append(found)
             return self._probed[0]
 
-    def _run(self, method: str, key: str, where: str, call: Call, nbytes: int = 0,
+    def run(self, method: str, key: str, where: str, call: Call, nbytes: int = 0,
              **request: Any) -> None:
         """Run one request to its end; its failure raised as s3kv's error."""
         ended = threading.Event()
@@ -277,6 +288,9 @@ class CrtS3Store(S3Store):
         def report(exc: BaseException | None) -> None:
             if exc is not None or call.reason:
                 err = self.failure(exc, call, "PUT", where, nbytes)
+                if isinstance(err, ObjectNotFoundError) and options.if_match is None:
+                    # S3 answers a PUT without If-Match no NoSuchKey: another's answer
+                    err = self.echoes.foreign(stale_answer("PUT", where, "404"), call.client)
                 if isinstance(err, ConditionFailed):
                     done(False, None)
                 else:
@@ -334,60 +348,28 @@ class CrtS3Store(S3Store):
         if self._trace:
             trace({"op": "GetObject", "bucket": self.bucket, "key": key})
         where = self._where(key)
-        answer = Answer(key)
-        token = request_token()
-        call = Call(attempt_seconds(self.settings, max_bytes or 0))
-        chunks: list[tuple[int, bytes]] = []
-
-        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
-            call.last = time.monotonic()
-            if status_code >= 300:
-                return
-            try:
-                answer.read_get(headers, where, self.network.endpoint, self.echoes, token,
-                                call.client)
-                if max_bytes is not None and answer.size > max_bytes:
-                    raise oversized(where, answer.size, max_bytes)
-            except S3KVError as problem:  # read no further
-                call.stop("refused", problem)
-
-        def on_body(chunk: bytes, offset: int, **_: Any) -> None:
-            with call.gate:
-                if call.open:
-                    chunks.append((offset, chunk))
-            call.last = time.monotonic()
-
-        headers = [("Range", f"bytes=0-{max_bytes - 1}")] if max_bytes else []
         try:
-            self._run(
-                "GET", key, where, call, max_bytes or 0, query=f"{TOKEN_PARAMETER}={token}",
-                headers=headers, on_headers=on_headers, on_body=on_body,
-                kind=s3.S3RequestType.GET_OBJECT,
-            )
+            data, answer = small_get(self, key, where, max_bytes)
         except RangeNotSatisfiable:
             return b"", ObjectInfo(key=key, size=0)  # a 0-byte object: its callers judge it
-        data = b"".join(chunk for _, chunk in sorted(chunks, key=lambda c: c[0]))
         if len(data) != answer.size:
             raise cut_short("GET", where, len(data), answer.size)
         return data, answer.info()
 
     @reported
     def head(self, key: str) -> ObjectInfo | None:
+        """A look bound to its request, as :meth:`S3Store.head`: a GET of the object's
+        first byte carrying a token, on awscrt."""
         if self._trace:
-            trace({"op": "HeadObject", "bucket": self.bucket, "key": key})
-        answer = Answer(key)
-        where = self._where(key)
-        call = Call(attempt_seconds(self.settings))
-
-        def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
-            if status_code < 300:
-                answer.read(headers)
-
+            trace({"op": "GetObject", "bucket": self.bucket, "key": key})
         try:
-            self._run("HEAD", key, where, call, on_headers=on_headers, operation="HeadObject")
-        except ObjectNotFoundError:
+            _, answer = small_get(self, key, self._where(key), 1, look=True)
+        except RangeNotSatisfiable:
+            return ObjectInfo(key=key, size=0)  # a 0-byte object: its callers judge it
+        except ObjectNotFoundError as missing:
+            if not missing.bound:
+                self.confirm_absent(key)
             return None
-        check_found("HEAD", where, self.network.endpoint, answer.etag, answer.content_type)
         return answer.info()
 
     # -- lifetime -------------------------------------------------------------------------

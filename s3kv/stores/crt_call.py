@@ -29,14 +29,15 @@ from s3kv.stores.echoes import Echoes
 from s3kv.stores.memory import address_of, copy_from
 from s3kv.stores.network import Network
 from s3kv.stores.rules import (
-    META_CHECKSUM,
-    META_WRITE_ID,
     TIMEOUT_HINT,
     check_found,
     error_fields,
     error_for,
     not_s3,
+    ranged_size,
+    stale_answer,
 )
+from s3kv.stores.writing import META_CHECKSUM, META_WRITE_ID
 
 # awscrt's names for a connection that opened and then never (or too slowly) answered.
 _STALLED = frozenset(
@@ -172,6 +173,7 @@ class Answer:
     __slots__ = (
         "cache_control",
         "checksum",
+        "content_range",
         "content_type",
         "echoed",
         "etag",
@@ -190,17 +192,27 @@ class Answer:
         self.etag: str | None = None
         self.content_type: str | None = None
         self.cache_control: str | None = None
+        self.content_range: str | None = None
         self.write_id: str | None = None
         self.last_modified: datetime | None = None
         self.echoed: str | None = None  # the checksum a PUT's answer echoes
 
     def read_get(self, headers: list[tuple[str, str]], where: str, endpoint: str,
-                 echoes: Echoes, token: str, carrier: object) -> None:
+                 echoes: Echoes, token: str, carrier: object, first: int | None = None) -> None:
         """A GET's 2xx headers, read and checked: S3's answer (an ETag, no web page) to
-        this very request (the token it sent, once the store echoes)."""
+        this very request: of the range asked from byte ``first`` (None: no range was
+        asked), and with the token it sent (:meth:`.echoes.Echoes.check_token`)."""
         self.read(headers)
         check_found("GET", where, endpoint, self.etag, self.content_type)
-        echoes.check_token("GET", where, endpoint, token, self.cache_control, carrier)
+        if first is not None:
+            try:
+                if self.content_range is None:  # S3 answers a range it can serve with 206
+                    raise stale_answer("GET", where, "a whole answer to a ranged request")
+                ranged_size(where, self.content_range, self.length, first)
+            except TransientStoreError as framing:
+                raise echoes.foreign(framing, carrier) from None
+        echoes.check_token("GET", where, endpoint, token, self.cache_control, carrier,
+                           ranged=first is not None and self.content_range is not None)
 
     def read(self, headers: list[tuple[str, str]]) -> None:
         for name, value in headers:
@@ -210,6 +222,7 @@ class Answer:
                 if self.size < 0:
                     self.size = self.length
             elif lower == "content-range":  # "bytes 0-N/total"
+                self.content_range = value
                 total = value.rpartition("/")[2]
                 self.size = int(total) if total.isdigit() else -1
             elif lower == META_CHECKSUM:

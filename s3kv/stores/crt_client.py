@@ -1,5 +1,11 @@
 """awscrt's S3 client as s3kv builds it: its endpoint, TLS, part size, retries and
 credentials (those boto3's chain found, handed over once or refreshed through boto3).
+
+Its proxy is the environment's (``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY``, read by
+aws-c-s3 itself); awscrt's Python ``S3Client`` takes no proxy options, so an ``https://``
+proxy's certificate is checked against the system's CAs only: with a proxy CA bundle set
+for it (:func:`s3kv.stores.network.proxy_ca_bundle`) the client refuses to start rather
+than fail every request on a handshake.
 """
 
 from __future__ import annotations
@@ -11,9 +17,11 @@ from awscrt import auth, s3
 from awscrt import io as crt_io
 from botocore.credentials import RefreshableCredentials
 
-from s3kv.errors import AccessDeniedError
+from s3kv.errors import AccessDeniedError, SettingsError
 from s3kv.settings import S3Settings
 from s3kv.stores.endpoint import DataEndpoint
+from s3kv.stores.network import proxy_ca_bundle, proxy_for
+from s3kv.stores.s3_client import new_session
 
 PART_BYTES = 8 * 1024 * 1024
 """awscrt's part size: its buffer pool keeps part-sized chunks for reuse, and serves a
@@ -27,6 +35,7 @@ def new_client(
     target: DataEndpoint, settings: S3Settings, ca_bundle: str | None,
     provider: auth.AwsCredentialsProvider,
 ) -> s3.S3Client:
+    _refuse_proxy_ca(target, settings)
     elg = crt_io.EventLoopGroup(0)
     bootstrap = crt_io.ClientBootstrap(elg, crt_io.DefaultHostResolver(elg))
     kwargs: dict[str, Any] = {}
@@ -58,6 +67,25 @@ def new_client(
         ),
         connect_timeout_ms=int(settings.connect_timeout_seconds * 1000),
         **kwargs,
+    )
+
+
+def _refuse_proxy_ca(target: DataEndpoint, settings: S3Settings) -> None:
+    """A :class:`SettingsError` when ``target`` is reached through an ``https://`` proxy
+    that is to be trusted with a CA bundle: awscrt cannot be given one."""
+    scheme = "https" if target.tls else "http"
+    proxy, source = proxy_for(f"{scheme}://{target.host}")
+    if proxy is None or not proxy.lower().startswith("https://"):
+        return
+    ca, where = proxy_ca_bundle(settings, new_session(settings))
+    if ca is None:
+        return
+    raise SettingsError(
+        f"the proxy {proxy} (from {source}) is to be trusted with the CA bundle {ca!r} "
+        f"(from {where}), and the awscrt data path cannot take one: awscrt checks an "
+        "https:// proxy's certificate against the system's CAs only; set "
+        "S3KV_DATA_PATH=botocore (data_path='botocore'), whose client trusts it, "
+        "or add the CA to the system's trust store and unset the proxy CA bundle"
     )
 
 

@@ -30,6 +30,7 @@ from s3kv.stores.rules import (
     RangeNotSatisfiable,
     attempt_seconds,
     cut_short,
+    oversized,
     size_mismatch,
 )
 
@@ -51,6 +52,9 @@ class Sender(Protocol):
 
     def failure(self, exc: BaseException | None, call: Call, method: str, where: str,
                 nbytes: int = 0) -> BaseException: ...
+
+    def run(self, method: str, key: str, where: str, call: Call, nbytes: int = 0,
+            **request: Any) -> None: ...
 
 MIN_PART_BYTES = 4 * 1024 * 1024
 """A block is split into ranged parts of at least this size (Ceph RGW stores objects in
@@ -127,7 +131,8 @@ class BlockGet:
             if status_code >= 300:
                 return
             try:
-                answer.read_get(headers, where, endpoint, store.echoes, token, call.client)
+                answer.read_get(headers, where, endpoint, store.echoes, token, call.client,
+                                start)
                 if answer.size != expected:
                     raise size_mismatch(where, answer.size, expected)
                 if answer.length != length:
@@ -207,3 +212,43 @@ class BlockGet:
                 f"GET {self.where}: the object changed while its parts were read; retried"
             )
         self._done(None if error is not None else infos[0], error)
+
+
+def small_get(store: Sender, key: str, where: str, max_bytes: int | None, *,
+              look: bool = False) -> tuple[bytes, Answer]:
+    """One GET of ``key``, bound to its request (its token echoed, the range asked
+    answered), run to its end: its body and its answer. At most ``max_bytes`` bytes
+    (None: the whole object) are asked, and a larger object is refused from the headers;
+    ``look``: its first ``max_bytes`` bytes whatever its size (a presence look). What it
+    met is raised: the store's error (:class:`.rules.RangeNotSatisfiable` for a 0-byte
+    object), or the refusal."""
+    answer = Answer(key)
+    token = request_token()
+    call = Call(attempt_seconds(store.settings, max_bytes or 0))
+    chunks: list[tuple[int, bytes]] = []
+
+    def on_headers(status_code: int, headers: list[tuple[str, str]], **_: Any) -> None:
+        call.last = time.monotonic()
+        if status_code >= 300:
+            return
+        try:
+            answer.read_get(headers, where, store.network.endpoint, store.echoes, token,
+                            call.client, 0 if max_bytes else None)
+            if max_bytes is not None and answer.size > max_bytes and not look:
+                raise oversized(where, answer.size, max_bytes)
+        except S3KVError as problem:  # read no further
+            call.stop("refused", problem)
+
+    def on_body(chunk: bytes, offset: int, **_: Any) -> None:
+        with call.gate:
+            if call.open:
+                chunks.append((offset, chunk))
+        call.last = time.monotonic()
+
+    headers = [("Range", f"bytes=0-{max_bytes - 1}")] if max_bytes else []
+    store.run(
+        "GET", key, where, call, max_bytes or 0, query=f"{TOKEN_PARAMETER}={token}",
+        headers=headers, on_headers=on_headers, on_body=on_body,
+        kind=s3.S3RequestType.GET_OBJECT,
+    )
+    return b"".join(chunk for _, chunk in sorted(chunks, key=lambda c: c[0])), answer

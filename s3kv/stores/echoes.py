@@ -24,7 +24,7 @@ from s3kv.errors import TransientStoreError
 from s3kv.integrity import Buffer
 from s3kv.settings import display_url
 from s3kv.stores.base import PutOptions
-from s3kv.stores.rules import not_s3
+from s3kv.stores.rules import not_s3, stale_answer
 
 
 class Echoes:
@@ -42,11 +42,23 @@ class Echoes:
     the HTTP client) and the ETag memory vouch for them.
     """
 
-    __slots__ = ("_etags", "_lock", "_md5_misses", "checksum", "md5", "on_foreign", "token")
+    __slots__ = (
+        "_etags", "_lock", "_md5_misses", "_unechoed", "bodies", "checksum", "keys_named",
+        "md5", "on_foreign", "token",
+    )  # fmt: skip
 
     def __init__(self, on_foreign: Callable[[object], None] | None = None) -> None:
         self.checksum = False
-        self.token = False
+        self.token: bool | None = None
+        """The store echoes a GET's token: None until it showed either way. While None,
+        an answer without our token is not taken as ours (it could be a stale answer to
+        a PUT or a HEAD, which carry none): it is retried on a fresh connection, and after
+        :data:`_TOKEN_TRIES` such answers in a row the store is known to echo none."""
+        self._unechoed = 0
+        self.keys_named = False
+        """The store's 404s name the key asked (AWS, MinIO, moto; Ceph RGW names none)."""
+        self.bodies = False
+        """The store's 404s to a GET carry an error body (every S3 store's do)."""
         self.md5: bool | None = None
         """The store's ETags are its bodies' MD5 (S3, Ceph RGW, MinIO and moto without
         KMS encryption); None until an answer showed it, False once it seems not so."""
@@ -156,17 +168,62 @@ class Echoes:
                 self.md5 = False  # KMS-encrypted, or another scheme: the ETag tells nothing
 
     def check_token(self, operation: str, where: str, endpoint: str, token: str,
-                    cache_control: str | None, carrier: object = None) -> None:
-        """A GET's answer must carry the token its request sent, once the store echoes."""
-        if cache_control == token:
-            self.token = True
-        elif self.token or (cache_control or "").startswith(TOKEN_PREFIX):
-            raise self.foreign(TransientStoreError(
-                f"{operation} {where}: the answer belongs to another request (its token is "
-                f"{cache_control or 'missing'}): a stale answer on the connection, or a "
-                "proxy that answers for the store; retried on a fresh connection"
-            ), carrier)
+                    cache_control: str | None, carrier: object = None, *,
+                    ranged: bool = False) -> None:
+        """A GET's answer must carry the token its request sent (see :attr:`token`).
 
+        ``ranged``: the answer was found to be exactly the range its request asked
+        (``Content-Range``). Only such an answer without a token can show that the store
+        echoes none: a stale answer to a PUT, a HEAD or a whole-object GET cannot pass
+        for one, so stale answers never teach that."""
+        if cache_control == token:
+            with self._lock:
+                self.token, self._unechoed = True, 0
+            return
+        if not (cache_control or "").startswith(TOKEN_PREFIX):
+            with self._lock:
+                if self.token is None and ranged:
+                    self._unechoed += 1
+                    if self._unechoed >= _TOKEN_TRIES:
+                        self.token = False  # it echoes none: the framing vouches alone
+                echoes = self.token is not False
+            if not echoes:
+                return
+        raise self.foreign(TransientStoreError(
+            f"{operation} {where}: the answer is not this request's (its token is "
+            f"{cache_control or 'missing'}): a stale answer on the connection, or a "
+            "proxy that answers for the store; retried on a fresh connection"
+        ), carrier)
+
+    def check_missing(self, operation: str, where: str, key: str, named: str | None,
+                      carrier: object = None) -> bool:
+        """Whether a 404 to a GET of ``key`` is bound to its request: it names ``key``.
+
+        ``named`` is the key its error body names ("" for none, None for no body at all).
+        A 404 naming another key, or, from a store whose 404s name theirs (or carry a
+        body), one naming none, is another request's answer: the foreign
+        :class:`TransientStoreError`, raised. False when the store's 404s name no key
+        (Ceph RGW): nothing in the answer tells, and a caller that acts on the absence
+        confirms it (:meth:`s3kv.stores.S3Store.head` lists exactly that key)."""
+        if named:
+            if named == key:
+                self.keys_named = self.bodies = True
+                return True
+            problem = f"answered 404 for another key ({named})"
+        elif named is None:
+            if not self.bodies:
+                return False
+            problem = "answered 404 without the error body its 404s carry"
+        elif not self.keys_named:
+            self.bodies = True
+            return False
+        else:
+            problem = "answered 404 without naming the key, as its 404s do"
+        raise self.foreign(stale_answer(operation, where, f"the store {problem}"), carrier)
+
+
+_TOKEN_TRIES = 3
+"""Answers without a token, before any with one, that show a store echoes none."""
 
 _MD5_TRIES = 8
 """Answers whose ETag is not their body's MD5 before s3kv stops comparing them."""

@@ -7,7 +7,12 @@ data) reads the same variables itself. This module tells which proxy carries req
 an endpoint, so that a failure names it.
 
 Trust: the CA bundle is ``--ca-bundle``/``S3KV_CA_BUNDLE``, else ``AWS_CA_BUNDLE``, else
-the AWS profile's ``ca_bundle``; both clients are given the same file.
+the AWS profile's ``ca_bundle``; both clients are given the same file. An ``https://``
+proxy is trusted with ``S3KV_PROXY_CA_BUNDLE``, else the profile's ``proxy_ca_bundle``:
+boto3 gets it as botocore's ``proxies_config`` (botocore reads the profile's key but does
+not apply it to a client by itself); awscrt cannot be given one (its S3 client checks a
+proxy's certificate against the system's CAs only), so its client refuses to start with
+one set (:func:`s3kv.stores.crt_client.new_client`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class Network:
     """The proxy's URL as shown (no user info), or None for a direct connection."""
     proxy_source: str = ""
     """The variable that named the proxy (``HTTPS_PROXY`` ...)."""
+    proxy_ca_bundle: str | None = None
+    """The CAs an ``https://`` proxy's certificate is checked against (None: the system's)."""
 
     @property
     def shown(self) -> str:
@@ -50,10 +57,12 @@ class Network:
     def unreachable(self, method: str, where: str, detail: str) -> TransientStoreError:
         """A connection that could not be made: through the proxy, or to the endpoint."""
         if self.proxy is not None:
+            trust = self._proxy_trust()
+            also = f" and {trust}" if trust else ""
             return TransientStoreError(
                 f"{method} {where}: cannot reach {self.shown} through the proxy "
                 f"{self.proxy} (from {self.proxy_source}): {detail}; check that the proxy "
-                f"is up, or list the endpoint's host in NO_PROXY to bypass it"
+                f"is up{also}, or list the endpoint's host in NO_PROXY to bypass it"
             )
         return TransientStoreError(
             f"{method} {where}: cannot connect to {self.shown}: {detail}; check "
@@ -69,11 +78,24 @@ class Network:
                 f"says https:// but the port speaks HTTP; use {plain} (or the store's TLS "
                 "port) in --endpoint-url"
             )
+        trust = self._proxy_trust()
+        first = f"check {trust}; " if trust else ""
         return StoreError(
-            f"{method} {where}: TLS with {self.shown}{self.via} failed ({detail}); if the "
+            f"{method} {where}: TLS with {self.shown}{self.via} failed ({detail}); {first}if the "
             "server's certificate is signed by a private CA, pass it with --ca-bundle "
             "(S3KV_CA_BUNDLE, AWS_CA_BUNDLE or the profile's ca_bundle), or --no-verify-tls "
             "for testing; if the endpoint speaks plain HTTP, use http:// in --endpoint-url"
+        )
+
+    def _proxy_trust(self) -> str:
+        """How an ``https://`` proxy is trusted (its own handshake comes first), or ""."""
+        if self.proxy is None or not self.proxy.lower().startswith("https://"):
+            return ""
+        if self.proxy_ca_bundle is not None:
+            return f"that the proxy's certificate is signed by a CA of {self.proxy_ca_bundle}"
+        return (
+            "that the proxy's certificate is trusted (a private CA: set S3KV_PROXY_CA_BUNDLE "
+            "or the AWS profile's proxy_ca_bundle)"
         )
 
 
@@ -95,7 +117,26 @@ def network_for(endpoint: str | None, settings: S3Settings, session: Any) -> Net
     ca = _ca_bundle(settings, session)
     proxy, source = proxy_for(url)
     return Network(endpoint=url, verify=settings.verify_tls, ca_bundle=ca, proxy=proxy,
-                   proxy_source=source)
+                   proxy_source=source, proxy_ca_bundle=proxy_ca_bundle(settings, session)[0])
+
+
+def proxy_ca_bundle(settings: S3Settings, session: Any) -> tuple[str | None, str]:
+    """The CA file for an ``https://`` proxy and where it was set; ``(None, "")`` for the
+    system's CAs. ``S3KV_PROXY_CA_BUNDLE`` first, then the AWS profile's ``proxy_ca_bundle``
+    (botocore reads it into its ``proxies_config`` but leaves it to the caller)."""
+    if settings.proxy_ca_bundle is not None:
+        return str(settings.proxy_ca_bundle), "S3KV_PROXY_CA_BUNDLE"
+    core = session._session  # boto3 keeps botocore's session here
+    configured = (core.get_config_variable("proxies_config") or {}).get("proxy_ca_bundle")
+    if not configured:
+        return None, ""
+    path = Path(str(configured)).expanduser()
+    if not path.is_file():
+        raise SettingsError(
+            f"the proxy CA bundle {str(path)!r} (the AWS profile's proxy_ca_bundle) is not a "
+            "readable file; fix the path or set S3KV_PROXY_CA_BUNDLE"
+        )
+    return str(path), "the AWS profile's proxy_ca_bundle"
 
 
 def _ca_bundle(settings: S3Settings, session: Any) -> str | None:

@@ -13,8 +13,8 @@ and no other module maps an S3 error code:
   (:func:`check_found`), no more bytes than a block can have (:func:`oversized`), the
   checksum a PUT sent where the store echoes it, and the token a GET sent where the store
   echoes it (:class:`.echoes.Echoes`): a stale or foreign answer never counts as ours.
-* **What a block write carries** (:func:`write_headers`, :func:`write_metadata`,
-  :func:`tagging`): create-only or If-Match, the checksum header and s3kv's metadata.
+* **What a block write carries** (:mod:`.writing`): create-only or If-Match, the
+  checksum header and s3kv's metadata.
 * **How long one attempt may take** (:func:`attempt_seconds`): connect and read
   timeouts plus the body at the minimum rate. Retrying is :mod:`s3kv.retry`'s: an error
   is retried when it is a :class:`~s3kv.errors.TransientStoreError`.
@@ -22,12 +22,12 @@ and no other module maps an S3 error code:
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from urllib.parse import quote
 
 from s3kv.errors import (
     AccessDeniedError,
@@ -41,9 +41,7 @@ from s3kv.errors import (
     UnsupportedByStoreError,
     WrongRegionError,
 )
-from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY
 from s3kv.settings import S3Settings, display_url
-from s3kv.stores.base import PutOptions
 
 Headers = Iterable[tuple[str, str]]
 
@@ -215,7 +213,10 @@ def error_for(
         )
     if kind is None or meaning is None:
         return StoreError(f"{head}: {label}" + (f": {message}" if message else ""))
-    if kind in (ObjectNotFoundError, ConditionFailed, RangeNotSatisfiable):
+    if kind is ObjectNotFoundError:
+        return ObjectNotFoundError(f"{head}: {meaning.text}",
+                                   named=fields.get("Key", "") if code else None)
+    if kind in (ConditionFailed, RangeNotSatisfiable):
         return kind(f"{head}: {meaning.text}")
     return kind(f"{head}: {meaning.text} ({label})")
 
@@ -280,6 +281,16 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} seconds"
 
 
+def stale_answer(operation: str, where: str, what: str) -> TransientStoreError:
+    """An answer that is not the one to this request (``what`` says how it shows): a
+    stale answer left on a kept-alive connection, or a proxy answering for the store.
+    Retried; the store's client retires the connections that carried it."""
+    return TransientStoreError(
+        f"{operation} {where}: {what}: not this request's answer (a stale answer on the "
+        "connection, or a proxy that answers for the store); retried on a fresh connection"
+    )
+
+
 def not_implemented(operation: str, where: str, detail: str) -> UnsupportedByStoreError:
     """501: the store lacks a feature. Never retried: asking again gets the same answer."""
     return UnsupportedByStoreError(
@@ -307,13 +318,15 @@ def retry_after(headers: Iterable[tuple[str, str]]) -> float | None:
     return None
 
 
-_FIELD = re.compile(rb"<(Code|Message|Region|ServerTime|RequestTime)>([^<]{0,512})</\1>")
+_FIELD = re.compile(rb"<(Code|Message|Region|ServerTime|RequestTime|Key)>([^<]{0,2048})</\1>")
 
 
 def error_fields(body: bytes) -> dict[str, str]:
-    """The fields of an S3 error body (``<Code>``, ``<Message>``, ``<Region>``...)."""
+    """The fields of an S3 error body (``<Code>``, ``<Message>``, ``<Region>``, the
+    ``<Key>`` a 404 names...), their XML escapes undone."""
     found = _FIELD.finditer(body)
-    return {m.group(1).decode(): m.group(2).decode("utf-8", "replace") for m in found}
+    return {m.group(1).decode(): html.unescape(m.group(2).decode("utf-8", "replace"))
+            for m in found}
 
 
 # -- what an answer must hold -------------------------------------------------------------
@@ -392,47 +405,6 @@ def ranged_size(where: str, content_range: str | None, length: int, first: int) 
             f"was asked from byte {first}: not framed as S3 frames it; retried"
         )
     return int(found.group(3))
-
-
-# -- what a block write carries ----------------------------------------------------------
-
-META_CHECKSUM = f"x-amz-meta-{METADATA_KEY}"
-META_WRITE_ID = f"x-amz-meta-{WRITE_ID_KEY}"
-
-
-def write_metadata(options: PutOptions) -> dict[str, str]:
-    """s3kv's user metadata of a write: its checksum, its write token and what else the
-    writer records (a block's parent in its chain, :mod:`s3kv.naming.chains`)."""
-    metadata = {}
-    if options.checksum is not None:
-        metadata[METADATA_KEY] = options.checksum.header()
-    if options.write_id is not None:
-        metadata[WRITE_ID_KEY] = options.write_id
-    metadata.update(options.metadata)
-    return metadata
-
-
-def tagging(options: PutOptions, settings: S3Settings) -> str:
-    """The ``x-amz-tagging`` value of a write ("" for none, or with tags turned off)."""
-    if not options.tags or not settings.tag_blocks:
-        return ""
-    return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in options.tags.items())
-
-
-def write_headers(options: PutOptions, settings: S3Settings) -> list[tuple[str, str]]:
-    """A block PUT's headers: its condition, checksum, metadata and tags."""
-    headers: list[tuple[str, str]] = []
-    if options.create_only:
-        headers.append(("If-None-Match", "*"))
-    if options.if_match is not None:
-        headers.append(("If-Match", options.if_match))
-    if options.checksum is not None:
-        headers.append((f"x-amz-checksum-{options.checksum.algorithm}", options.checksum.value))
-    headers += [(f"x-amz-meta-{k}", v) for k, v in write_metadata(options).items()]
-    tags = tagging(options, settings)
-    if tags:
-        headers.append(("x-amz-tagging", tags))
-    return headers
 
 
 # -- how long an attempt may take ----------------------------------------------------------

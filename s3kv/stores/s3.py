@@ -7,31 +7,29 @@ middle of a body that botocore cannot retry. Listing pages are retried here, pag
 page (a generator cannot be retried from outside), and checked (:mod:`.pages`).
 
 Every answer is checked for what it claims: a PUT needs an ETag (and a checksum the store
-echoes must be ours), a GET or HEAD an ETag and no HTML, a delete counts only for the
-keys the store names as deleted. Anything else is no S3 answer and names the endpoint.
+echoes must be ours), a GET an ETag, no HTML and the token its request sent, a 404 the
+key asked; a delete counts only for the keys the store names as deleted. Anything else
+is no S3 answer and names the endpoint. Reads, and the look that tells whether an object
+is there (a GET of one byte, bound to its request), are in :mod:`.s3_reads`.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any
 
-from s3kv.errors import ObjectNotFoundError, StoreError
-from s3kv.integrity import METADATA_KEY, WRITE_ID_KEY, Buffer, Checksum
+from s3kv.errors import ObjectNotFoundError
+from s3kv.integrity import Buffer
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores.base import (
     DELETE_BATCH,
-    ObjectDetails,
     ObjectInfo,
     PutOptions,
     Store,
 )
-from s3kv.stores.echoes import Echoes, request_token
+from s3kv.stores.echoes import Echoes
 from s3kv.stores.endpoint import configured_endpoint
 from s3kv.stores.errors import client_setup, translated
 from s3kv.stores.hooks import reported
@@ -39,26 +37,18 @@ from s3kv.stores.network import network_for
 from s3kv.stores.pages import PageGuard
 from s3kv.stores.rules import (
     ConditionFailed,
-    RangeNotSatisfiable,
-    attempt_seconds,
-    check_found,
     gone_or_changed,
-    no_answer,
-    not_s3,
-    oversized,
-    ranged_size,
-    size_mismatch,
-    tagging,
-    write_metadata,
+    stale_answer,
 )
-from s3kv.stores.s3_body import BodyWatch, read_into
 from s3kv.stores.s3_client import make_client, mirror_copy_conditions, new_session
 from s3kv.stores.s3_multipart import Multipart
+from s3kv.stores.s3_reads import Reads, server_time
 from s3kv.stores.s3_tags_versions import TagsAndVersions
 from s3kv.stores.watchdog import Watchdog
+from s3kv.stores.writing import tagging, write_metadata
 
 
-class S3Store(Multipart, TagsAndVersions, Store):
+class S3Store(Reads, Multipart, TagsAndVersions, Store):
     """Objects in one bucket of an S3-compatible store."""
 
     records_checksums = True
@@ -95,130 +85,6 @@ class S3Store(Multipart, TagsAndVersions, Store):
 
     def _translated(self, operation: str, where: str) -> Any:
         return translated(operation, where, self.network, self.region)
-
-    # -- reads ------------------------------------------------------------------------
-
-    def _get_object(
-        self, key: str, where: str, *, first: int = 0, last: int | None = None
-    ) -> tuple[dict[str, Any], int]:
-        """A GetObject bound to its request (the token it sends must come back), of bytes
-        ``first`` to ``last`` (inclusive; None: to the end) when ``last`` or ``first``
-        is set; the answer and the object's size. A ranged answer must be of the range
-        asked (``Content-Range``, ``Content-Length``), else it is a wire fault."""
-        token = request_token()
-        params: dict[str, Any] = {}
-        if first or last is not None:
-            params["Range"] = f"bytes={first}-" + ("" if last is None else str(last))
-        resp: dict[str, Any] = self.client.get_object(
-            Bucket=self.bucket, Key=key, ResponseCacheControl=token, **params
-        )
-        try:
-            check_found("GET", where, self.network.endpoint, resp.get("ETag"),
-                        resp.get("ContentType"))
-            self.echoes.check_token("GET", where, self.network.endpoint, token,
-                                    resp.get("CacheControl"))
-            if not isinstance(resp.get("ContentLength"), int):
-                raise not_s3("GET", where, self.network.endpoint, "no Content-Length")
-            size = ranged_size(where, resp.get("ContentRange"), resp["ContentLength"], first)
-        except StoreError:
-            resp["Body"].close()  # never read: the connection is dropped instead
-            raise
-        return resp, size
-
-    @reported
-    def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
-        where = self._where(key)
-        started = time.monotonic()
-        try:
-            with self._translated("GET", where):
-                resp, size = self._get_object(
-                    key, where, last=None if max_bytes is None else max_bytes - 1
-                )
-        except RangeNotSatisfiable:
-            return b"", ObjectInfo(key=key, size=0)  # a 0-byte object: its callers judge it
-        with self._translated("GET", where):
-            info = replace(self._info("GET", where, key, resp), size=size)
-            if max_bytes is not None and size > max_bytes:
-                resp["Body"].close()  # never read: the connection is dropped instead
-                raise oversized(where, size, max_bytes)
-            data = bytearray(resp["ContentLength"])
-            self._read(resp["Body"], memoryview(data), where, started)
-        return bytes(data), info
-
-    @reported
-    def get_into(self, key: str, buffer: memoryview) -> ObjectInfo:
-        where = self._where(key)
-        started = time.monotonic()
-        try:
-            with self._translated("GET", where):
-                resp, size = self._get_object(key, where, last=len(buffer) - 1)
-        except RangeNotSatisfiable:
-            raise size_mismatch(where, 0, len(buffer)) from None
-        with self._translated("GET", where):
-            body = resp["Body"]
-            if size != len(buffer) or resp["ContentLength"] != len(buffer):
-                body.close()
-                raise size_mismatch(where, size, len(buffer))
-            info = replace(self._info("GET", where, key, resp), size=size)
-            self._read(body, buffer, where, started)
-        return info
-
-    def _read(self, body: Any, buffer: memoryview, where: str, started: float) -> None:
-        """A body into ``buffer``, within the request's deadline: botocore bounds each
-        read by the read timeout, not a body that trickles in, so past the deadline
-        (:func:`.rules.attempt_seconds`) its connection is shut down."""
-        seconds = attempt_seconds(self.settings, len(buffer))
-        watch = BodyWatch(body, started + seconds)
-        if watch.sock is not None:
-            self._watchdog.watch(watch)
-        try:
-            read_into(body, buffer, where)
-        except Exception as exc:
-            if watch.expired:
-                raise no_answer("GET", where, self.network.endpoint, seconds) from exc
-            raise
-        finally:
-            self._watchdog.forget(watch)
-
-    @reported
-    def get_range(self, key: str, *, start: int, end: int | None = None) -> bytes:
-        where = self._where(key)
-        started = time.monotonic()
-        try:
-            with self._translated("GET", where):
-                resp, _ = self._get_object(
-                    key, where, first=start, last=None if end is None else end - 1
-                )
-        except RangeNotSatisfiable:
-            # S3 answers 416 for a range starting at or past the end (any range of an
-            # empty object); a directory's read returns no bytes: so do we.
-            return b""
-        with self._translated("GET", where):
-            data = bytearray(resp["ContentLength"])
-            self._read(resp["Body"], memoryview(data), where, started)
-        return bytes(data)
-
-    @reported
-    def head(self, key: str) -> ObjectInfo | None:
-        found = self._head(key)
-        return None if found is None else found[0]
-
-    def _head(self, key: str) -> tuple[ObjectInfo, dict[str, Any]] | None:
-        """boto3's HEAD of ``key``: what it says of the object, and the whole answer."""
-        where = self._where(key)
-        try:
-            with self._translated("HEAD", where):
-                resp = self.client.head_object(Bucket=self.bucket, Key=key)
-        except ObjectNotFoundError:
-            return None
-        return self._info("HEAD", where, key, resp), resp
-
-    def _info(self, operation: str, where: str, key: str, resp: dict[str, Any]) -> ObjectInfo:
-        check_found(operation, where, self.network.endpoint, resp.get("ETag"),
-                    resp.get("ContentType"))
-        if not isinstance(resp.get("ContentLength"), int):
-            raise not_s3(operation, where, self.network.endpoint, "no Content-Length")
-        return _info(key, resp)
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
         where = self._where(prefix)
@@ -265,6 +131,11 @@ class S3Store(Multipart, TagsAndVersions, Store):
                 resp = self.client.put_object(**params)
         except ConditionFailed:
             return False
+        except ObjectNotFoundError as missing:
+            if options.if_match is None:  # S3 answers a PUT without If-Match no NoSuchKey
+                raise self.echoes.foreign(stale_answer("PUT", where, "404")) from None
+            self.echoes.check_missing("PUT", where, key, missing.named)
+            raise
         echoed = resp.get(options.checksum.s3_parameter) if options.checksum else None
         self.echoes.check_stored(
             where, self.network.endpoint, etag=resp.get("ETag"), options=options, echoed=echoed,
@@ -337,15 +208,6 @@ class S3Store(Multipart, TagsAndVersions, Store):
         return True
 
     @reported
-    def describe(self, key: str) -> ObjectDetails | None:
-        """boto3's HEAD: every user metadata field, and the store's clock (``Date``)."""
-        found = self._head(key)
-        if found is None:
-            return None
-        info, resp = found
-        return ObjectDetails(info, dict(resp.get("Metadata") or {}), _server_time(resp))
-
-    @reported
     def renew(
         self, key: str, *, unmodified_since: datetime, metadata: Mapping[str, str]
     ) -> datetime | None:
@@ -372,7 +234,7 @@ class S3Store(Multipart, TagsAndVersions, Store):
         except (ConditionFailed, ObjectNotFoundError):  # gone, or no longer the one seen
             return None
         when: datetime | None = resp.get("CopyObjectResult", {}).get("LastModified")
-        return when or _server_time(resp) or datetime.now(timezone.utc)
+        return when or server_time(resp) or datetime.now(timezone.utc)
 
     def delete_if_unchanged(
         self, items: Sequence[tuple[str, str | None]]
@@ -401,30 +263,3 @@ class S3Store(Multipart, TagsAndVersions, Store):
     def close(self) -> None:
         self._watchdog.close()
         self.client.close()
-
-
-
-
-def _server_time(resp: dict[str, Any]) -> datetime | None:
-    """The store's clock when it answered: its ``Date`` header."""
-    date = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-    if not date:
-        return None
-    try:
-        when = parsedate_to_datetime(date)
-    except (TypeError, ValueError):
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
-def _info(key: str, resp: dict[str, Any]) -> ObjectInfo:
-    metadata = resp.get("Metadata") or {}
-    recorded = metadata.get(METADATA_KEY)
-    return ObjectInfo(
-        key=key,
-        size=int(resp["ContentLength"]),
-        last_modified=resp.get("LastModified"),
-        checksum=Checksum.parse(recorded) if recorded else None,
-        etag=resp.get("ETag"),
-        write_id=metadata.get(WRITE_ID_KEY),
-    )

@@ -33,6 +33,9 @@ def make_client(
 
 
 def new_session(settings: S3Settings) -> Any:
+    """A boto3 session; ``settings.profile`` is explicit (its keys win over the
+    environment's), while ``AWS_PROFILE`` stays boto3's own default (the environment's
+    keys win over it), exactly as botocore resolves them."""
     with client_setup():
         return boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
 
@@ -55,6 +58,10 @@ def _make_client(settings: S3Settings, session: Any, endpoint: str | None, netwo
         # knows bytes and files, while http.client sends any buffer as is.
         parameter_validation=False,
         tcp_keepalive=True,
+        # botocore reads a profile's proxy_ca_bundle but applies only the client's own
+        proxies_config=(
+            {"proxy_ca_bundle": network.proxy_ca_bundle} if network.proxy_ca_bundle else None
+        ),
     )
     verify: bool | str = network.ca_bundle or settings.verify_tls
     kwargs: dict[str, Any] = {}

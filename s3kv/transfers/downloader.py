@@ -316,6 +316,9 @@ class _GetAttempt:
     def _finished(self, done: Done, info: ObjectInfo | None, error: BaseException | None) -> None:
         down, key = self.downloader, self.key
         if isinstance(error, ObjectNotFoundError):
+            if not error.bound:  # a 404 that names no key: a bound look tells, on the pool
+                on_pool(self.pool, self._missing, done)
+                return
             down.presence.forget(self.object_key)
             done(BlockResult(key, "missing"), None)
             return
@@ -339,6 +342,17 @@ class _GetAttempt:
                 done(self.give_up(str(exc)), None)
             return
         done(result, None)
+
+    def _missing(self) -> BlockResult:
+        """A 404 nothing bound to its request: missing if a bound look finds no object,
+        else the 404 was another request's answer (:class:`TransientStoreError`)."""
+        if self.downloader.store.head(self.object_key) is not None:
+            raise TransientStoreError(
+                f"GET {self.where}: answered 404, but the object is there: the 404 was "
+                "another request's answer (a stale answer on the connection); retried"
+            )
+        self.downloader.presence.forget(self.object_key)
+        return BlockResult(self.key, "missing")
 
     def give_up(self, reason: str) -> BlockResult:
         _zero(self.buffer)  # no partial or corrupt block may be mistaken for data

@@ -6,12 +6,18 @@ forwarded on a fresh upstream connection; TLS comes as ``CONNECT host:port``, an
 really are, so an endpoint whose name resolves nowhere (``s3.via-proxy.test``) is
 reachable only through this proxy. Every request and tunnel is recorded in ``seen`` as
 ``(method, target)``.
+
+With ``tls`` (a server context) the proxy itself speaks TLS, what an ``https://`` proxy
+URL names: a client must trust the proxy's certificate before it may send ``CONNECT``.
+Each handshake the client broke off (it did not trust the certificate) is counted in
+``refused``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
 from collections.abc import Mapping
 from typing import BinaryIO
@@ -19,16 +25,20 @@ from urllib.parse import urlsplit
 
 
 class ForwardProxy:
-    def __init__(self, hosts: Mapping[str, tuple[str, int]]) -> None:
+    def __init__(
+        self, hosts: Mapping[str, tuple[str, int]], *, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.hosts = dict(hosts)
+        self.tls = tls
         self.seen: list[tuple[str, str]] = []
+        self.refused = 0
         self.lock = threading.Lock()
         self.closed = threading.Event()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self._conns: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -63,6 +73,16 @@ class ForwardProxy:
         return host, int(port)
 
     def _serve(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:  # ssl.SSLError among them
+                with self.lock:
+                    self.refused += 1
+                conn.close()
+                return
+            with self.lock:
+                self._conns.append(conn)
         reader = conn.makefile("rb")
         try:
             while not self.closed.is_set():
@@ -95,7 +115,9 @@ class ForwardProxy:
                 while data := a.recv(65536):
                     b.sendall(data)
             with contextlib.suppress(OSError):
-                b.shutdown(socket.SHUT_WR)
+                # the plain socket's own shutdown: SSLSocket.shutdown would drop its TLS
+                # state under the other direction's recv
+                socket.socket.shutdown(b, socket.SHUT_WR)
 
         other = threading.Thread(target=pipe, args=(up, conn), daemon=True)
         other.start()

@@ -42,7 +42,12 @@ by name (None: forward as is):
     the desynchronised connection: first the answer this connection carried last (a
     well-formed answer to another request), then this request's own (``delay`` seconds
     later, when given: a client that took the first answer is done before it). ``extra``: this
-    request's answer, then at once an unsolicited copy of it.
+    request's answer, then at once an unsolicited copy of it. ``replay``: first the last 2xx
+    answer the proxy sent on any connection (another object's), then this request's own:
+    a stale success where the connection carried none. ``head-answer``: first what a HEAD
+    of the object answers (the GET's own status line and headers, 200, the object's whole
+    size as Content-Length, no body, no echo of the request's parameters), then the
+    request's own answer: a stale HEAD's answer read as a GET's.
 ``trickle``
     forward, send the headers, then the body one byte every ``delay`` seconds.
 ``chunked`` / ``garbage`` / ``cl-short``
@@ -185,6 +190,8 @@ class FaultProxy:
         self.lock = threading.Lock()
         self.closed = threading.Event()
         self.connections: list[socket.socket] = []
+        self.last_ok = b""
+        """The last 2xx answer sent on any connection (``replay``)."""
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(256)
@@ -254,6 +261,9 @@ class FaultProxy:
                 if request is None or not self._answer(sent, request):
                     return
                 sent.answered()
+                if sent.last.startswith(b"HTTP/1.1 2"):
+                    with self.lock:
+                        self.last_ok = sent.last
         except OSError:
             return
         finally:
@@ -325,6 +335,12 @@ class FaultProxy:
             request.replayed = True
             if self.delay and self.closed.wait(self.delay):  # the request's own, late
                 return False
+        if fault == "replay" and self.last_ok:
+            with self.lock:
+                replayed = self.last_ok
+            conn.sendall(replayed)
+            conn.current = bytearray()  # what this connection answered is its own answer
+            request.replayed = True
         if fault == "empty":
             self._send(conn, 200, [], b"")
             return True
@@ -334,6 +350,11 @@ class FaultProxy:
         headers = [(k, v) for k, v in upstream if k.lower() not in _HOP]
         if fault == "slow":
             time.sleep(self.delay)
+        if fault == "head-answer" and status < 300:
+            conn.sendall(_head_answer(headers, len(body)))
+            if isinstance(conn, _Recorder):
+                conn.current = bytearray()
+            request.replayed = True
         if fault == "bad-echo":
             headers.append(("x-amz-checksum-crc32c", "AAAAAA=="))
         sent_crc = request.header("x-amz-checksum-crc32c")
@@ -358,6 +379,8 @@ class FaultProxy:
         if request.method == "HEAD":  # the object's length, and no body
             length = next((int(v) for k, v in upstream if k.lower() == "content-length"), 0)
             conn.sendall(_head(status, headers, length))
+            if fault == "extra" and isinstance(conn, _Recorder) and conn.current:
+                conn.sendall(bytes(conn.current))
             return True
         if fault == "trickle":
             conn.sendall(_head(status, headers, len(body)))
@@ -521,6 +544,17 @@ def _head(status: int, headers: list[tuple[str, str]], length: int | None) -> by
         lines.append(f"Content-Length: {length}")
     lines += ["Connection: keep-alive", "", ""]
     return "\r\n".join(lines).encode("latin-1")
+
+
+def _head_answer(headers: list[tuple[str, str]], length: int) -> bytes:
+    """What a HEAD of the object a GET answered gets: 200, its headers without what the
+    GET's parameters and range put there, its whole size as Content-Length, no body."""
+    size = length
+    for k, v in headers:
+        if k.lower() == "content-range":
+            size = int(v.rpartition("/")[2])
+    skip = ("content-range", "cache-control", "content-length")
+    return _head(200, [(k, v) for k, v in headers if k.lower() not in skip], size)
 
 
 def _error(code: str) -> bytes:

@@ -70,18 +70,18 @@ def test_another_requests_answer_never_lands_in_a_row(
     assert report.ok, list(report.failed.values())
 
 
-def test_a_412_answering_the_head_that_settles_a_puts_412_is_retried(
+def test_a_412_answering_the_look_that_settles_a_puts_412_is_retried(
     proxy: Any, bucket: str, s3: Any, data_path: str
 ) -> None:
     """What a desynchronised connection did in a fresh-clone make test: a refused PUT's
-    412 went to the next request on the connection, the HEAD that settles a 412, and the
+    412 went to the next request on the connection, the look that settles a 412, and the
     block failed. Here the proxy answers each block's first PUT 412 without storing it,
-    and the HEAD after it 412 too: neither is the store's answer, so the block is tried
-    again and stored."""
+    and the look after it (a GET of one byte) 412 too: neither is the store's answer, so
+    the block is tried again and stored."""
     url = f"s3://{bucket}/kv"
     n = 4
     ks, data = keys(n), rows(n, size=SMALL)
-    put_first, head_first = (once_per_block("precondition", m) for m in ("PUT", "HEAD"))
+    put_first, head_first = (once_per_block("precondition", m) for m in ("PUT", "GET"))
     p = proxy(lambda r: put_first(r) or head_first(r))
     with Uploader(url, NS, settings=settings(p.url, data_path, max_attempts=4)) as up:
         report = up.put_blocks(dict(zip(ks, data)))

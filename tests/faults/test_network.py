@@ -5,6 +5,11 @@ The store's name resolves nowhere (``s3.via-proxy.test``): only the forward prox
 a CONNECT tunnel to a TLS endpoint. Blocks of every size go through it on both data paths,
 the CLI and the library; ``NO_PROXY`` bypasses it; a dead proxy is a one-line error naming
 it (JSON with ``--json``); a profile's ``ca_bundle`` is trusted.
+
+Issue 38, point 7: an ``https://`` proxy whose certificate comes from a private CA (not
+the store's) is trusted with ``S3KV_PROXY_CA_BUNDLE`` or the profile's ``proxy_ca_bundle``
+on boto3's data path; awscrt cannot be given a CA for its proxy, so its data path refuses
+to start with one set, naming the setting and the way out.
 """
 
 from __future__ import annotations
@@ -12,13 +17,14 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from s3kv import Downloader, StoreError, Uploader
+from s3kv import Downloader, SettingsError, StoreError, Uploader
 from tests.faults.conftest import NS, cli, keys, rows, settings, write_tree
 from tests.faults.forward_proxy import ForwardProxy
 from tests.faults.proxy import FaultProxy
@@ -187,3 +193,88 @@ def test_a_profiles_ca_bundle_is_trusted(
     s = settings(tls_store.url, data_path)
     with pytest.raises(StoreError, match="TLS"), Uploader(url, NS, settings=s) as up:
         up.put_blocks(dict(zip(keys(1), rows(1))))
+
+
+@pytest.fixture(scope="module")
+def proxy_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The proxy's certificate for IP:127.0.0.1, from a private CA of its own."""
+
+    def run(*argv: object) -> None:
+        subprocess.run([str(a) for a in argv], check=True, capture_output=True)
+
+    return make_cert(run, tmp_path_factory.mktemp("proxy-tls"))
+
+
+@pytest.fixture
+def tls_proxy(tls_store: FaultProxy, proxy_cert: tuple[Path, Path]) -> Iterator[ForwardProxy]:
+    """A forward proxy that speaks TLS (``https://127.0.0.1:port``), tunnelling to the TLS
+    store whose name only it resolves."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*proxy_cert)
+    p = ForwardProxy({f"{NAME}:{tls_store.port}": ("127.0.0.1", tls_store.port)}, tls=context)
+    yield p
+    p.close()
+
+
+def proxy_trust(source: str, ca: Path, tmp_path: Path) -> dict[str, str]:
+    """The environment that trusts ``ca`` for the proxy, from ``source``."""
+    if source == "S3KV_PROXY_CA_BUNDLE":
+        return {"S3KV_PROXY_CA_BUNDLE": str(ca)}
+    config = tmp_path / "config"
+    config.write_text(f"[profile behind-proxy]\nproxy_ca_bundle = {ca}\n")
+    return {"AWS_CONFIG_FILE": str(config), "AWS_PROFILE": "behind-proxy"}
+
+
+@pytest.mark.parametrize("source", ["S3KV_PROXY_CA_BUNDLE", "profile"])
+def test_an_https_proxy_with_a_private_ca_is_trusted_on_botocores_path(
+    bucket: str, tls_store: FaultProxy, tls_proxy: ForwardProxy, cert: tuple[Path, Path],
+    proxy_cert: tuple[Path, Path], source: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    endpoint = f"https://{NAME}:{tls_store.port}"
+    env = {"HTTPS_PROXY": tls_proxy.url, "S3KV_CA_BUNDLE": str(cert[0])}
+    write_tree(tmp_path / "src", 3, size=2 * 1024 * 1024)
+    url = f"s3://{bucket}/kv"
+    # untrusted: the proxy's handshake fails, and the message says what trusts it
+    code, out, err = cli(capsys, "push", str(tmp_path / "src"), url, endpoint=endpoint,
+                         data_path="botocore", S3KV_MAX_ATTEMPTS="1", **env)
+    assert code == 5 and "S3KV_PROXY_CA_BUNDLE" in err and tls_proxy.url in err, (out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    deadline = time.monotonic() + 5  # the proxy's side of the handshake ends a bit later
+    while not tls_proxy.refused and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert tls_proxy.refused and not tls_proxy.seen
+    env |= proxy_trust(source, proxy_cert[0], tmp_path)
+    for argv in ([str(tmp_path / "src"), url], [url, str(tmp_path / "dst")]):
+        command = "push" if argv[0] != url else "pull"
+        code, out, err = cli(capsys, command, *argv, "--json", endpoint=endpoint,
+                             data_path="botocore", **env)
+        assert code == 0 and json.loads(out)["copied"] == 3, (out, err)
+    assert tls_proxy.methods() == {"CONNECT"}  # every byte through the trusted tunnel
+
+
+@pytest.mark.parametrize("source", ["S3KV_PROXY_CA_BUNDLE", "profile"])
+def test_awscrts_path_refuses_a_proxy_ca_it_cannot_use(
+    bucket: str, tls_store: FaultProxy, tls_proxy: ForwardProxy, cert: tuple[Path, Path],
+    proxy_cert: tuple[Path, Path], source: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    endpoint = f"https://{NAME}:{tls_store.port}"
+    env = {"HTTPS_PROXY": tls_proxy.url, "S3KV_CA_BUNDLE": str(cert[0]),
+           **proxy_trust(source, proxy_cert[0], tmp_path)}  # fmt: skip
+    write_tree(tmp_path / "src", 2)
+    named = "S3KV_PROXY_CA_BUNDLE" if source == "S3KV_PROXY_CA_BUNDLE" else "proxy_ca_bundle"
+    for extra in ([], ["--json"]):
+        code, out, err = cli(capsys, "push", str(tmp_path / "src"), f"s3://{bucket}/kv",
+                             *extra, endpoint=endpoint, data_path="crt", **env)
+        text = out if extra else err
+        assert code == 2 and named in text and "S3KV_DATA_PATH=botocore" in text, (out, err)
+        assert "Traceback" not in err
+        if not extra:
+            assert len(err.strip().splitlines()) == 1, err
+    assert not tls_proxy.seen and not tls_proxy.refused  # refused before any request
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    s = settings(endpoint, "crt", ca_bundle=str(cert[0]))
+    with pytest.raises(SettingsError, match="S3KV_DATA_PATH=botocore"):
+        Uploader(f"s3://{bucket}/kv", NS, settings=s)

@@ -24,6 +24,15 @@ def test_precedence_arguments_then_s3kv_then_aws() -> None:
     assert S3Settings.resolve({}).concurrency == 32
 
 
+def test_aws_profile_stays_boto3s_default_and_s3kv_profile_is_explicit() -> None:
+    # botocore lets the environment's keys win over AWS_PROFILE, never over an explicit
+    # profile: copying AWS_PROFILE into ``profile`` would make it explicit
+    # (tests/faults/test_credential_precedence.py shows whose keys sign)
+    assert S3Settings.resolve({"AWS_PROFILE": "team"}).profile is None
+    assert S3Settings.resolve({"AWS_PROFILE": "team", "S3KV_PROFILE": "s3kv"}).profile == "s3kv"
+    assert S3Settings.resolve({"AWS_PROFILE": "team"}, profile="flag").profile == "flag"
+
+
 def test_custom_endpoints_default_to_path_style() -> None:
     assert S3Settings.resolve({}).resolved_addressing_style == "auto"
     s = S3Settings.resolve({}, endpoint_url="http://minio:9000")
@@ -47,6 +56,10 @@ def test_defaults_work_on_every_store() -> None:
         ({"S3KV_CHECKSUM": "md5"}, "checksum"),
         ({"S3KV_ENDPOINT_URL": "minio:9000"}, "http:// or https://"),
         ({"S3KV_CA_BUNDLE": "/nonexistent/ca.pem"}, "not a readable file"),
+        (
+            {"S3KV_PROXY_CA_BUNDLE": "/nonexistent/ca.pem"},
+            r"proxy_ca_bundle='/nonexistent/ca.pem' \(from \$S3KV_PROXY_CA_BUNDLE\): not a",
+        ),
         ({"S3KV_ACCESS_KEY_ID": "AKIA"}, "both access_key_id and secret_access_key"),
     ],
 )
