@@ -168,7 +168,9 @@ def run_one(kind: str, backend: Backend, spec: Any, chain: list[Any], step_s: fl
             "seconds": verdict.seconds,
             "batch_lookup_seconds": sum(spans),
             "steps": verdict.steps,
-            "heads": after["HEAD"] - before["HEAD"],
+            # presence looks: vLLM's obj tier sends HEADs, s3kv a GET of one byte (bound
+            # to its request); a lookup loads nothing, so every GET here is a look
+            "heads": sum(after[m] - before[m] for m in ("HEAD", "GET")),
             "requests": sum(after.values()) - sum(before.values()),
             "peak_in_flight": backend.proxy.peak_in_flight(),
         }

@@ -26,7 +26,9 @@ can catch either the s3kv class or the matching built-in::
     │   ├── ClockSkewError                     this host's clock is too far from the store's
     │   ├── UnsupportedByStoreError            the store lacks a feature s3kv relies on
     │   ├── InvalidAnswerError                 an answer that is not what S3 says
+    │   ├── StoreFullError                     507 or a quota: the store takes no more
     │   └── TransientStoreError                throttling, 5xx, dropped connection, timeout
+    │       └── StorePausedError               not sent: its store asked to slow down
     ├── IntegrityError                         a block's bytes are not what was stored
     │   ├── SizeMismatchError
     │   └── ChecksumMismatchError
@@ -42,6 +44,11 @@ are translated in :mod:`s3kv.stores.errors`.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from s3kv.retry import Pacer
 
 
 class S3KVError(Exception):
@@ -153,11 +160,28 @@ class TransientStoreError(StoreError):
     """A failure worth retrying: throttling, a 5xx, a dropped connection, a race.
 
     ``retry_after`` is the wait in seconds the store asked for (``Retry-After``), if any.
+    ``throttled``: the store asked to slow down (503 SlowDown, 500, 429): the store's
+    :class:`s3kv.retry.Pacer` pauses every request to it, not just this one. ``pacer``
+    is that pacer, set by the store that raised it (the retry loops consult it).
     """
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, throttled: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.throttled = throttled
+        self.pacer: Pacer | None = None
+
+
+class StorePausedError(TransientStoreError):
+    """A request not sent: its store asked to slow down, and every request to it waits
+    until ``retry_after`` seconds from now. Retry loops wait, without counting an attempt."""
+
+
+class StoreFullError(StoreError):
+    """The store refused a write for lack of space or quota (507 InsufficientStorage,
+    ``QuotaExceeded``): not retried, since asking again gets the same answer."""
 
 
 class IntegrityError(S3KVError):

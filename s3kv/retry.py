@@ -1,21 +1,34 @@
-"""The one retry policy: backoff with full jitter, the store's ``Retry-After``, attempts and
-a deadline. Every request goes through it: blocks (in :class:`s3kv.transfers.jobs.TransferJob`,
-with the same :func:`retry_delay`), and here manifests, HEADs, listing pages and deletes.
+"""The one retry policy: backoff with full jitter, the store's ``Retry-After``, attempts, a
+deadline, and one pace per store. Every request goes through it: blocks (in
+:class:`s3kv.transfers.jobs.TransferJob`, with the same :func:`retry_delay`), and here
+manifests, looks, listing pages and deletes.
 
 How long one attempt may take is the store's part: each request is bounded by the
 connect and read timeouts (a read timeout counts from the last byte that moved), so a
 stalled attempt ends as a :class:`~s3kv.errors.TransientStoreError` and comes back here.
+
+**A store that asks to slow down is asked less, by everyone** (:class:`Pacer`, one per
+store, as the AWS SDKs' retry modes and rclone's pacer do). An answer that throttles
+(503 SlowDown, 500, 429, or any with ``Retry-After``) pauses every request to that store
+until the ``Retry-After`` it asked for, or a backoff that doubles with each throttling
+episode (from :data:`PAUSE_BASE_SECONDS`, with jitter, up to ``backoff_max_seconds``):
+the store sends nothing meanwhile (:class:`~s3kv.errors.StorePausedError`, which costs no
+attempt), so a storm meets one request per block per pause, not a retry per block per
+backoff. Retries of other failures draw on a quota (:data:`RETRY_QUOTA`, 5 a retry, one
+back per success), so a store that fails everything stops being retried at once.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
 
-from s3kv.errors import TransientStoreError
+from s3kv.errors import StorePausedError, TransientStoreError
 from s3kv.settings import S3Settings
 
 T = TypeVar("T")
@@ -50,7 +63,7 @@ def give_up_reason(
     """Why retrying stops, with the limits to change."""
     asked = getattr(error, "retry_after", None)
     waited = (
-        f"; the store asked to retry after {asked:g}s, past the deadline"
+        f"; the store asked to retry after {round(asked, 1):g}s, past the deadline"
         if asked is not None and asked >= delay and attempt < settings.max_attempts
         else ""
     )
@@ -58,6 +71,103 @@ def give_up_reason(
         f"{error} (gave up after {attempt} attempts in {elapsed:.1f}s{waited}; limits: "
         f"S3KV_MAX_ATTEMPTS={settings.max_attempts}, "
         f"S3KV_DEADLINE_SECONDS={settings.deadline_seconds:g})"
+    )
+
+
+PAUSE_BASE_SECONDS = 0.5
+"""The first pause of a throttling episode without ``Retry-After``; each next one doubles."""
+
+RETRY_QUOTA = 500
+"""Retries a store may owe at most (botocore's standard retry mode: 500 tokens, 5 a retry,
+one back per success): past it, failures are not retried until requests succeed again."""
+RETRY_COST = 5
+
+
+class Pacer:
+    """One store's pace: the pause every request to it keeps after it throttled, and its
+    retry quota. Thread-safe; its methods are quick and never block."""
+
+    def __init__(self, settings: S3Settings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._until = 0.0  # time.monotonic() the pause ends at
+        self._level = 0  # throttling episodes in a row, without a success between
+        self._tokens = RETRY_QUOTA
+        self.pauses = 0
+        """Throttling episodes so far (a metric)."""
+
+    def left(self) -> float:
+        """Seconds the store's pause has left (0: requests may go)."""
+        return max(0.0, self._until - time.monotonic())
+
+    def check(self, operation: str, where: str) -> None:
+        """Raise :class:`StorePausedError` while the store is paused: nothing is sent
+        (but on a thread inside :func:`unpaced`)."""
+        if getattr(_UNPACED, "active", False):
+            return
+        left = self.left()
+        if left > 0:
+            error = StorePausedError(
+                f"{operation} {where}: not sent: the store asked to slow down; every request "
+                f"to it waits {left:.1f}s more",
+                retry_after=left,
+            )
+            error.pacer = self
+            raise error
+
+    def throttled(self, retry_after: float | None) -> float:
+        """The store throttled a request: pause every request to it (see the module).
+        Returns the pause's end (a ``time.monotonic()`` value)."""
+        s = self._settings
+        with self._lock:
+            now = time.monotonic()
+            if now >= self._until:  # a new episode: answers of requests sent before the
+                self._level += 1  # pause belong to the episode that started it
+                self.pauses += 1
+                base = min(s.backoff_max_seconds, PAUSE_BASE_SECONDS * 2 ** (self._level - 1))
+                self._until = now + JITTER.uniform(0.5, 1.0) * base
+            if retry_after is not None:
+                self._until = max(self._until, now + retry_after)
+            return self._until
+
+    def succeeded(self) -> None:
+        """A request succeeded: the episodes start over, and the quota gets a token back."""
+        if self._level or self._tokens < RETRY_QUOTA:
+            with self._lock:
+                self._level = 0
+                self._tokens = min(RETRY_QUOTA, self._tokens + 1)
+
+    def may_retry(self, error: TransientStoreError) -> bool:
+        """Take a retry from the quota; False when it is spent. A throttled request or one
+        not sent costs none: the pause paces those."""
+        if error.throttled or isinstance(error, StorePausedError):
+            return True
+        with self._lock:
+            if self._tokens < RETRY_COST:
+                return False
+            self._tokens -= RETRY_COST
+            return True
+
+
+_UNPACED = threading.local()
+
+
+@contextmanager
+def unpaced() -> Iterator[None]:
+    """Requests this thread sends meanwhile are not held by their store's pause: cleanup
+    (an abort that frees a failed upload's billable parts) and the question that asks a
+    paused store how long to wait."""
+    _UNPACED.active = True
+    try:
+        yield
+    finally:
+        _UNPACED.active = False
+
+
+def quota_spent(error: TransientStoreError) -> str:
+    return (
+        f"{error} (not retried: the store's retry quota is spent, {RETRY_QUOTA // RETRY_COST} "
+        "retries of failed requests in a row; requests are retried again once some succeed)"
     )
 
 
@@ -71,8 +181,9 @@ def with_retries(
 
     Gives up after ``settings.max_attempts`` attempts or once the next attempt would start
     after ``deadline`` (a ``time.monotonic()`` value; default: now + deadline_seconds),
-    re-raising the last error with the count of attempts. Each call runs with
-    :data:`ATTEMPT` set to its number.
+    re-raising the last error with the count of attempts; or when the store's retry quota
+    is spent (:class:`Pacer`). A request its store did not send (paused) is waited for
+    and costs no attempt. Each call runs with :data:`ATTEMPT` set to its number.
     """
     started = time.monotonic()
     if deadline is None:
@@ -87,10 +198,21 @@ def with_retries(
             error = exc
         finally:
             ATTEMPT.reset(token)
-        delay = retry_delay(settings, attempt, error)
         now = time.monotonic()
+        if isinstance(error, StorePausedError):
+            attempt -= 1  # nothing was sent
+            delay = error.retry_after or 0.0
+            if now + delay > deadline:
+                raise TransientStoreError(
+                    give_up_reason(error, settings, attempt, now - started, delay)
+                ) from error
+            time.sleep(delay)
+            continue
+        delay = retry_delay(settings, attempt, error)
         if attempt >= settings.max_attempts or now + delay > deadline:
             raise TransientStoreError(
                 give_up_reason(error, settings, attempt, now - started, delay)
             ) from error
+        if error.pacer is not None and not error.pacer.may_retry(error):
+            raise TransientStoreError(quota_spent(error)) from error
         time.sleep(delay)

@@ -30,7 +30,6 @@ from typing import Any
 from urllib.parse import quote
 
 from awscrt import http, s3
-from botocore.exceptions import ProxyConnectionError, SSLError
 
 from s3kv.errors import (
     ObjectNotFoundError,
@@ -43,9 +42,9 @@ from s3kv.stores.base import Cancel, ObjectInfo, PutOptions
 from s3kv.stores.crt_call import Answer, Body, Call, crt_failure
 from s3kv.stores.crt_client import MAX_REQUEST_BYTES, credentials_provider, new_client
 from s3kv.stores.crt_get import BlockGet, plan, small_get
+from s3kv.stores.crt_hidden import Hidden
 from s3kv.stores.echoes import Echoes
 from s3kv.stores.endpoint import DataEndpoint, data_endpoint
-from s3kv.stores.errors import short
 from s3kv.stores.hooks import reported, reporting_done
 from s3kv.stores.rules import (
     ConditionFailed,
@@ -82,8 +81,7 @@ class CrtS3Store(S3Store):
         self._calls = Watchdog(settings.connect_timeout_seconds + settings.read_timeout_seconds)
         self.echoes = Echoes(on_foreign=self._retire_connections)
         self._answered = False  # some request got an answer: TLS works
-        self._probe_lock = threading.Lock()
-        self._probed: list[BaseException | None] = []
+        self._hidden = Hidden(self)
         self._trace = trace_enabled()
         # Requests awscrt has not let go of yet (see quiesce), pruned as they go.
         self._live: set[threading.Event] = set()
@@ -161,6 +159,8 @@ class CrtS3Store(S3Store):
             error = f.exception()
             if error is None or isinstance(error, s3.S3ResponseError):
                 self._answered = True
+            if error is None:
+                self.pacer.succeeded()
             call.end(error)
 
         future.add_done_callback(finished)
@@ -176,43 +176,28 @@ class CrtS3Store(S3Store):
             not call.reason and exc is not None and not isinstance(exc, s3.S3ResponseError)
         )
         if unanswered and self.target.tls and not self._answered:
-            problem = self._tls_problem(method, where, where.removeprefix(f"{self.name}/"))
+            problem = self._hidden.tls_problem(method, where, where.removeprefix(f"{self.name}/"))
             if problem is not None:
                 return problem
         error = crt_failure(
             exc, call, method, where, self.network, self.target.region,
             attempt_seconds(self.settings, nbytes),
         )
+        key = where.removeprefix(f"{self.name}/")
         if method in ("GET", "PUT") and isinstance(error, ObjectNotFoundError):
-            key = where.removeprefix(f"{self.name}/")
             try:
                 error.bound = self.echoes.check_missing(
                     method, where, key, error.named, call.client
                 )
             except TransientStoreError as foreign:
-                return foreign
+                error = foreign
+        if isinstance(error, TransientStoreError):
+            self.pace(error)
+            if error.throttled and error.retry_after is None and not isinstance(
+                exc, s3.S3ResponseError
+            ):
+                self._hidden.ask_pace(key)
         return error
-
-    def _tls_problem(self, method: str, where: str, key: str) -> BaseException | None:
-        """Why a first request over TLS got no answer, if TLS is why. awscrt holds a
-        failed handshake 10-30 s (s2n's blinding delay), past the timeouts, so an unknown
-        CA shows only as silence, and plain HTTP on the port as a closed socket; one
-        request through boto3 (the same CA bundle and proxy; a HEAD of the same key, for
-        its failure only, which the policies that allowed the request allow) tells, once
-        per store."""
-        with self._probe_lock:
-            if not self._probed:
-                try:
-                    self.client.head_object(Bucket=self.bucket, Key=key)
-                    found: BaseException | None = None
-                except SSLError as exc:
-                    found = self.network.tls_failed(method, where, short(exc))
-                except ProxyConnectionError as exc:  # an https:// proxy it cannot trust
-                    found = self.network.unreachable(method, where, short(exc))
-                except Exception:
-                    found = None
-                self._probed.append(found)
-            return self._probed[0]
 
     def run(self, method: str, key: str, where: str, call: Call, nbytes: int = 0,
              **request: Any) -> None:
@@ -225,6 +210,7 @@ class CrtS3Store(S3Store):
             ended.set()
 
         call.on_end(report)
+        self.pacer.check(method, where)
         self.start(method, key, call, **request)
         try:
             ended.wait()
@@ -252,9 +238,10 @@ class CrtS3Store(S3Store):
         """Start a PUT; ``done(created, None)`` or ``done(None, error)`` later, from
         another thread (``created`` False: create-only and the object existed). Only for
         sizes :meth:`can_submit` accepts. Returns a function that cancels the request."""
+        where = self._where(key)
+        self.pacer.check("PUT", where)
         if self.on_request is not None:
             done = reporting_done(self.on_request, "put", key, data.nbytes, done)
-        where = self._where(key)
         headers = write_headers(options, self.settings)
         if self._trace:
             self._trace_put(key, options, len(data))
@@ -334,6 +321,7 @@ class CrtS3Store(S3Store):
         headers before any byte lands) as ``parts`` ranged requests at once; ``done(info,
         None)`` or ``done(None, error)`` once, from another thread, after every part left
         the buffer. Returns a function that cancels the read."""
+        self.pacer.check("GET", self._where(key))
         if self._trace:
             trace({"op": "GetObject", "bucket": self.bucket, "key": key})
         if self.on_request is not None:

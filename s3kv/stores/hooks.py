@@ -25,6 +25,7 @@ from s3kv.errors import (
     AccessDeniedError,
     ObjectNotFoundError,
     SizeMismatchError,
+    StorePausedError,
     TransientStoreError,
 )
 from s3kv.retry import ATTEMPT
@@ -98,6 +99,8 @@ def reported(method: F) -> F:
             result = method(self, key, *args, **kwargs)
         except BaseException as exc:
             _inside.active = False
+            if isinstance(exc, StorePausedError):
+                raise  # not sent: no request to report
             hook(RequestEvent(operation, key, outcome_of(exc), attempt, 0,
                               time.monotonic() - started))
             raise
@@ -122,6 +125,9 @@ def reporting_done(
     started = time.monotonic()
 
     def reported_done(result: R | None, error: BaseException | None) -> None:
+        if isinstance(error, StorePausedError):  # not sent: no request to report
+            done(result, error)
+            return
         if error is not None:
             outcome, info, sent = outcome_of(error), None, 0
         elif operation == "put":

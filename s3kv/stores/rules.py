@@ -37,6 +37,7 @@ from s3kv.errors import (
     ObjectNotFoundError,
     SizeMismatchError,
     StoreError,
+    StoreFullError,
     TransientStoreError,
     UnsupportedByStoreError,
     WrongRegionError,
@@ -59,6 +60,7 @@ class RangeNotSatisfiable(StoreError):
 # -- what an answer means ---------------------------------------------------------------
 
 _POLICY = "terraform/ has writer and reader policies"
+_FULL = "the store is full; free space (s3kv gc) or add capacity; writes are not retried"
 _BUSY = "the store is busy or failed for a moment; retried"
 
 
@@ -125,6 +127,12 @@ CODES: Mapping[str, Meaning] = {
     "ConditionalRequestConflict": Meaning(
         TransientStoreError, "a conflicting conditional write is under way"
     ),
+    "InsufficientStorage": Meaning(StoreFullError, _FULL),
+    "XMinioStorageFull": Meaning(StoreFullError, _FULL),
+    "QuotaExceeded": Meaning(
+        StoreFullError,
+        "the bucket or user quota is exceeded; raise the quota, or free space (s3kv gc)",
+    ),
     "EntityTooLarge": Meaning(
         StoreError,
         "the object is larger than the store takes in one PUT; lower "
@@ -144,8 +152,16 @@ STATUSES: Mapping[int, Meaning] = {
     416: CODES["InvalidRange"],
     429: CODES["SlowDown"],
     501: CODES["NotImplemented"],
+    507: CODES["InsufficientStorage"],
 }
 """HTTP statuses, for answers without an error code (a HEAD has no body)."""
+
+THROTTLES = frozenset({
+    "SlowDown", "ServiceUnavailable", "InternalError", "Throttling", "ThrottlingException",
+    "TooManyRequests", "RequestLimitExceeded", "RequestThrottled",
+})
+"""Codes that ask a client to slow down (so do 429, 500 and 503 without a code): the
+store's :class:`s3kv.retry.Pacer` pauses every request to it."""
 
 SKEW_LIMIT_SECONDS = 15 * 60
 """How far S3 lets a request's time be from its own clock."""
@@ -208,9 +224,14 @@ def error_for(
         return not_implemented(operation, where, message or label)
     if kind is TransientStoreError:
         text = meaning.text if meaning is not None else _BUSY
+        asked = retry_after(heads.items())
+        throttled = code in THROTTLES or (not code and status in (429, 500, 503))
         return TransientStoreError(
-            f"{head}: {label}: {text}", retry_after=retry_after(heads.items())
+            f"{head}: {label}: {text}", retry_after=asked,
+            throttled=throttled or asked is not None,
         )
+    if kind is StoreFullError:
+        return StoreFullError(f"{head}: {label}: {meaning.text if meaning else _FULL}")
     if kind is None or meaning is None:
         return StoreError(f"{head}: {label}" + (f": {message}" if message else ""))
     if kind is ObjectNotFoundError:

@@ -16,13 +16,14 @@ is there (a GET of one byte, bound to its request), are in :mod:`.s3_reads`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from s3kv.errors import ObjectNotFoundError
+from s3kv.errors import ObjectNotFoundError, TransientStoreError
 from s3kv.integrity import Buffer
-from s3kv.retry import with_retries
-from s3kv.settings import S3Settings
+from s3kv.retry import Pacer, with_retries
+from s3kv.settings import S3Settings, display_url
 from s3kv.stores.base import (
     DELETE_BATCH,
     ObjectInfo,
@@ -70,6 +71,10 @@ class S3Store(Reads, Multipart, TagsAndVersions, Store):
         self.network = network_for(self.endpoint, settings, session)
         self.region = self.client.meta.region_name
         self.echoes = Echoes(on_foreign=self._retire_connections)
+        self.pacer = Pacer(settings)
+        """The store's pace (:class:`s3kv.retry.Pacer`): a pause after it throttled, shared
+        by every request of both clients; boto3's wait at ``before-send``."""
+        self.client.meta.events.register("before-send.s3", self._before_send)
         self._watchdog = Watchdog(settings.read_timeout_seconds, name="s3kv-body-watchdog")
         self.name = f"s3://{bucket}"
 
@@ -83,8 +88,28 @@ class S3Store(Reads, Multipart, TagsAndVersions, Store):
         if session is not None:
             session.close()
 
-    def _translated(self, operation: str, where: str) -> Any:
-        return translated(operation, where, self.network, self.region)
+    @contextmanager
+    def _translated(self, operation: str, where: str) -> Iterator[None]:
+        """A boto3 call, its failure in s3kv's tree, its outcome told to the pacer."""
+        try:
+            with translated(operation, where, self.network, self.region):
+                yield
+        except TransientStoreError as exc:
+            self.pace(exc)
+            raise
+        self.pacer.succeeded()
+
+    def pace(self, error: TransientStoreError) -> None:
+        """A request failed for a moment: the retry loops consult this store's pacer, which
+        pauses every request when the store asked to slow down."""
+        error.pacer = self.pacer
+        if error.throttled:
+            self.pacer.throttled(error.retry_after)
+
+    def _before_send(self, request: Any, **_: Any) -> None:
+        """botocore's last step before a request leaves: none while the store is paused
+        (but cleanup and questions about the pause, :func:`s3kv.retry.unpaced`)."""
+        self.pacer.check(request.method, display_url(request.url))
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
         where = self._where(prefix)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from s3kv.retry import unpaced
 from s3kv.settings import S3Settings
 from s3kv.stores.base import MultipartUpload, ObjectInfo, PutOptions
 from s3kv.stores.network import Network
@@ -86,7 +87,10 @@ class Multipart:
 
     def _abort(self, key: str, upload_id: str) -> None:
         try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+            with unpaced():  # cleanup goes out even while the store asks to slow down
+                self.client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id
+                )
         except Exception:
             pass
 

@@ -203,6 +203,13 @@ class Downloader(Transfer):
         if into is None:
             buffers = [None] * len(offload_keys)
         elif isinstance(into, Mapping):
+            lacking = [k for k in offload_keys if k not in into]
+            if lacking:
+                raise InvalidInputError(
+                    f"into has no buffer for block {lacking[0].hex()}"
+                    + (f" (nor for {len(lacking) - 1} more)" if len(lacking) > 1 else "")
+                    + "; map every key loaded to its buffer"
+                )
             buffers = [as_bytes_view(into[k], k, writable=True) for k in offload_keys]
         else:
             if len(into) != len(offload_keys):

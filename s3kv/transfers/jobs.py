@@ -7,10 +7,14 @@ blocking call runs on the transfer's thread pool (:func:`on_pool`). Either way t
 completion starts the next block's attempt in the slot it frees, on its own thread.
 
 Retries are the job's, for every store: the policy of :func:`s3kv.retry.with_retries`
-(the same :func:`~s3kv.retry.retry_delay`, so ``Retry-After`` too), transient errors
-only, bounded by attempts and a per-block deadline that starts with the block's first
-attempt; each start runs with :data:`~s3kv.retry.ATTEMPT` set, so its requests report
-which attempt they are. :meth:`TransferJob.cancel` cancels the requests in flight that
+(the same :func:`~s3kv.retry.retry_delay`, so ``Retry-After`` too, the store's pace and
+its retry quota), transient errors only, bounded by attempts and by the job's deadline:
+``deadline_seconds`` from the job's start, for the blocks it queued too. A block not
+started by then fails without a request; one in flight ends within its own timeouts, so
+a job ends within its deadline plus one attempt's timeout. A block its store did not send
+(paused: the store asked to slow down) waits for the pause without losing an attempt.
+Each start runs with :data:`~s3kv.retry.ATTEMPT` set, so its requests report which
+attempt they are. :meth:`TransferJob.cancel` cancels the requests in flight that
 can be (the store's cancel functions; a pool task not yet running), so a cancelled job
 ends soon; a blocking request already running finishes.
 """
@@ -28,9 +32,14 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
-from s3kv.errors import S3KVError, TransferCancelledError, TransientStoreError
+from s3kv.errors import (
+    S3KVError,
+    StorePausedError,
+    TransferCancelledError,
+    TransientStoreError,
+)
 from s3kv.report import TransferReport
-from s3kv.retry import ATTEMPT, give_up_reason, retry_delay
+from s3kv.retry import ATTEMPT, give_up_reason, quota_spent, retry_delay
 from s3kv.settings import S3Settings
 
 Outcome = Literal["done", "already_present", "missing", "failed"]
@@ -164,6 +173,16 @@ def _started() -> None:
     """The cancel function of a call that has started: there is nothing to cancel."""
 
 
+class _NotStarted(TransientStoreError):
+    """A block its job's deadline passed before it started (no request was sent)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            f"not started: the job's deadline passed while it waited for a free slot "
+            f"(S3KV_DEADLINE_SECONDS={seconds:g}, counted from the job's start)"
+        )
+
+
 class TransferJob:
     """A batch in flight: up to ``window`` blocks at once, each an :class:`Attempt`.
 
@@ -184,6 +203,7 @@ class TransferJob:
     ) -> None:
         self.operation = operation
         self._started = time.perf_counter()
+        self._deadline = time.monotonic() + settings.deadline_seconds
         self._cancel = threading.Event()
         self._finished = threading.Event()
         self._results: list[BlockResult] = []
@@ -199,7 +219,7 @@ class TransferJob:
         self._inflight = 0
         self._live: set[Done] = set()  # attempts in flight, to cancel
         self._left = len(attempts)
-        self._ready.extend((a, 0, 0.0) for a in attempts)  # deadline set at the first start
+        self._ready.extend((a, 0, self._deadline) for a in attempts)
         self._timing = False  # a thread waits for the retries in _later
         if not attempts:
             self._finish()
@@ -267,9 +287,8 @@ class TransferJob:
                 return
 
     def _launch(self, attempt: Attempt, tries: int, deadline: float) -> bool:
-        """Start one attempt; True if it completed inside start()."""
-        if tries == 0:  # a block's deadline counts from its first attempt, not the job's
-            deadline = time.monotonic() + self._settings.deadline_seconds
+        """Start one attempt; True if it completed inside start() (or never started:
+        the job's deadline passed while it waited)."""
         started: list[Done] = []  # not `done` itself: a cycle would keep the buffers alive
 
         def completed(result: BlockResult | None, error: BaseException | None) -> None:
@@ -279,6 +298,11 @@ class TransferJob:
         done = Done(completed)
         started.append(done)
         self._live.add(done)
+        if tries == 0 and time.monotonic() > deadline:
+            self._starting.active = True
+            done(None, _NotStarted(self._settings.deadline_seconds))
+            self._starting.active = False
+            return True
         self._starting.active = True
         token = ATTEMPT.set(tries + 1)  # the attempt its requests report
         try:
@@ -337,9 +361,19 @@ class TransferJob:
             self._cancel.is_set() and isinstance(error, TransientStoreError)
         ):
             return attempt.give_up("cancelled")
+        if isinstance(error, _NotStarted):
+            return attempt.give_up(str(error))
+        if isinstance(error, StorePausedError):
+            tries -= 1  # nothing was sent: the pause costs no attempt
         if isinstance(error, TransientStoreError):
-            delay = retry_delay(s, tries, error)
             now = time.monotonic()
+            if isinstance(error, StorePausedError):
+                delay = error.retry_after or 0.0
+            else:
+                delay = retry_delay(s, tries, error)
+                if (error.pacer is not None and tries < s.max_attempts
+                        and now + delay <= deadline and not error.pacer.may_retry(error)):
+                    return attempt.give_up(quota_spent(error))
             if tries < s.max_attempts and now + delay <= deadline:
                 with self._cond:
                     heapq.heappush(
@@ -352,7 +386,7 @@ class TransferJob:
                     threading.Thread(target=self._time_retries, name=name, daemon=True).start()
                 return None
             started = deadline - s.deadline_seconds
-            return attempt.give_up(give_up_reason(error, s, tries, now - started, delay))
+            return attempt.give_up(give_up_reason(error, s, max(tries, 1), now - started, delay))
         if isinstance(error, S3KVError):
             return attempt.give_up(str(error))
         return attempt.give_up(f"unexpected {type(error).__name__}: {error}")

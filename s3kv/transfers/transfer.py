@@ -165,6 +165,11 @@ def pairs_of(
     return items
 
 
+_PLAIN_FORMATS = frozenset("bBchHiIlLqQnNefd?")
+"""Buffer formats whose memory is plain numbers (struct's single-item codes): what a KV
+row can be. ``O`` (Python objects: pointers) and records are not."""
+
+
 def as_bytes_view(buffer: object, key: bytes, *, writable: bool) -> memoryview:
     """A flat byte view of a caller's buffer, without copying it.
 
@@ -180,6 +185,17 @@ def as_bytes_view(buffer: object, key: bytes, *, writable: bool) -> memoryview:
             f"block {key.hex()}: {type(buffer).__name__} is not a buffer; pass bytes, "
             "bytearray, memoryview or a numpy array row (torch: tensor.numpy())"
         ) from None
+    except (ValueError, BufferError) as exc:  # a closed mmap, a released view
+        raise InvalidInputError(
+            f"block {key.hex()}: its {type(buffer).__name__} cannot be read ({exc}); pass "
+            "a buffer that is open for as long as the transfer runs"
+        ) from None
+    if view.format.lstrip("@=<>!") not in _PLAIN_FORMATS:
+        raise InvalidInputError(
+            f"block {key.hex()}: a buffer of format {view.format!r} holds no plain bytes "
+            "(an object or structured array: its memory is pointers or records); pass a "
+            "numeric array or a bytes-like object"
+        )
     if writable and view.readonly:
         raise InvalidInputError(f"block {key.hex()}: the buffer to load into is read-only")
     if not view.c_contiguous:

@@ -79,6 +79,39 @@ def test_stalled_push_and_pull_end_within_attempts_and_deadline(
     assert sent <= 4 * attempts  # no request behind s3kv's back (awscrt's own retries)
 
 
+@pytest.mark.parametrize("operation", ["load", "store"])
+def test_a_jobs_deadline_holds_for_its_queued_blocks_too(
+    proxy: Any, bucket: str, moto_server: str, data_path: str, operation: str
+) -> None:
+    """Issue 38, point 4: every request stalls, 4 blocks at concurrency 1. The deadline
+    is the job's, counted from its start: the blocks it queued behind a stalled one fail
+    unsent once it passed, so the job ends within its deadline plus one attempt, not each
+    block's own deadline in turn (112-128 s for a 40 s deadline before)."""
+    url = f"s3://{bucket}/kv"
+    stored = seed_blocks(url, moto_server, 4)
+    p = proxy(stall_blocks)
+    deadline = 2.5
+    s = settings(p.url, data_path, concurrency=1, max_attempts=8, deadline_seconds=deadline)
+    limit = 1.1 * (deadline + per_attempt(data_path)) + SLACK
+    out = np.full((4, 4096), 7, dtype=np.uint8)
+    if operation == "load":
+        with Downloader(url, NS, settings=s) as down:
+            started = time.monotonic()
+            report = down.submit_get_blocks(stored, into=list(out)).wait(4 * limit + 10)
+            took = time.monotonic() - started
+    else:
+        with Uploader(url, NS, settings=s) as up:
+            up.ensure_manifest()
+            started = time.monotonic()
+            report = up.submit_put_blocks(dict(zip(keys(4), rows(4)))).wait(4 * limit + 10)
+            took = time.monotonic() - started
+    assert len(report.failed) == 4
+    assert took <= limit, (took, limit)
+    unsent = [why for why in report.failed.values() if why.startswith("not started")]
+    assert unsent and all("S3KV_DEADLINE_SECONDS=2.5" in why for why in unsent)
+    assert operation == "store" or not out.any()  # a failed load leaves zeros
+
+
 def test_cancel_ends_a_stalled_job_within_the_read_timeout(
     proxy: Any, bucket: str, moto_server: str, data_path: str
 ) -> None:

@@ -4,7 +4,9 @@ after bytes landed, keys given twice, transfers used after close()."""
 
 from __future__ import annotations
 
+import mmap
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,6 +68,35 @@ def test_a_strided_view_is_refused_up_front_for_loads_and_stores(backend: Backen
         # what is refused cost no request and left the job machinery sound
         out = np.zeros(BLOCK, np.uint8)
         assert down.get_blocks(keys, into=[out]).loaded == (keys[0],) and out.all()
+
+
+def test_rows_that_are_no_plain_memory_are_refused_naming_the_block(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """Issue 38, point 5: a numpy object array loaded into (its memory is pointers: "1
+    loaded", then SIGSEGV), a closed mmap (a raw ValueError) and an ``into`` mapping
+    without a key's buffer (a raw KeyError showing binary bytes): each an
+    InvalidInputError naming the block, before any request."""
+    keys = chain(2)
+    with uploader(backend) as up:
+        assert up.put_blocks(dict(zip(keys, rows(2)))).ok
+        objects = np.empty(BLOCK // 8, dtype=object)
+        with pytest.raises(InvalidInputError, match=f"{keys[0].hex()}.*format 'O'"):
+            up.submit_put_blocks({keys[0]: objects})
+    backing = tmp_path / "rows"
+    backing.write_bytes(bytes(BLOCK))
+    with open(backing, "r+b") as f:
+        closed = mmap.mmap(f.fileno(), BLOCK)
+    closed.close()
+    with downloader(backend) as down:
+        with pytest.raises(InvalidInputError, match=f"{keys[0].hex()}.*format 'O'"):
+            down.submit_get_blocks(keys[:1], into=[np.empty(BLOCK // 8, dtype=object)])
+        with pytest.raises(InvalidInputError, match=f"{keys[0].hex()}.*cannot be read"):
+            down.submit_get_blocks(keys[:1], into=[closed])
+        with pytest.raises(InvalidInputError, match=f"no buffer for block {keys[1].hex()}"):
+            down.submit_get_blocks(keys, into={keys[0]: bytearray(BLOCK)})
+        out = np.zeros((2, BLOCK), np.uint8)  # what was refused left the machinery sound
+        assert down.get_blocks(keys, into=list(out)).ok and np.array_equal(out, rows(2))
 
 
 def test_odd_formats_are_cast_to_bytes(backend: Backend) -> None:
