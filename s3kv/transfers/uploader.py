@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 
 import s3kv.integrity as integrity
-from s3kv.errors import NamespaceConflictError, S3KVError
+from s3kv.errors import AccessDeniedError, NamespaceConflictError, S3KVError, StoreFullError
 from s3kv.naming.chains import parent_metadata
 from s3kv.naming.keys import KeyStyle
 from s3kv.naming.location import Location
@@ -38,7 +39,15 @@ MANIFEST_OPTIONS = PutOptions(create_only=True)
 MANIFEST_RECHECK_SECONDS = 30.0
 """How often a long-lived Uploader (the vLLM tier's) checks that its manifest is still
 there before it stores more blocks: ``gc --delete-empty-manifests`` may have removed it
-while the namespace was empty. One HEAD per interval, only when blocks are stored."""
+while the namespace was empty. One look per interval, only when blocks are stored, and
+one per interval however it ends (a check that failed is not repeated on the next job)."""
+
+MANIFEST_RECHECK_DEADLINE_SECONDS = 10.0
+"""The longest one re-check may retry (each attempt bounded by the store's timeouts)."""
+
+REFUSED: tuple[type[BaseException], ...] = (AccessDeniedError, StoreFullError)
+"""Errors of a write the store refused for good (denied; full: 507, a quota), reported
+to :attr:`Uploader.on_write_refused`."""
 
 logger = logging.getLogger("s3kv")
 
@@ -63,6 +72,11 @@ class Uploader(Transfer):
     _manifest_data: bytes | None = None
     _manifest_seen_at = 0.0
     manifest_recheck_seconds = MANIFEST_RECHECK_SECONDS
+    recheck_beside = False
+    """True (the vLLM tier's): a due re-check of the manifest runs on a thread of its
+    own, so submitting blocks never waits on the network; False: before the job."""
+    on_write_refused: Callable[[BaseException], None] | None = None
+    """Told of every block write the store refused for good (:data:`REFUSED`)."""
 
     def __init__(
         self,
@@ -80,6 +94,14 @@ class Uploader(Transfer):
             concurrency=concurrency,
         )  # fmt: skip
         self.vllm_version = vllm_version
+        self.damaged: dict[str, str] = {}
+        """Object key -> ETag of a stored copy known damaged (a load failed its
+        checksum): the next store of that key replaces exactly that copy
+        (``If-Match``) instead of finding it present."""
+        self.healed = 0
+        """Damaged copies replaced (a running total)."""
+        self._rechecking = threading.Lock()
+        self._counting = threading.Lock()
 
     def ensure_manifest(self) -> bool:
         """Create the namespace's ``config.json`` if absent; True if this call created it.
@@ -88,6 +110,8 @@ class Uploader(Transfer):
         shows both; an unreadable one raises :class:`ManifestError`. Once found, it is
         looked for again (a HEAD) at most every ``manifest_recheck_seconds``, and written
         again if it vanished (``gc --delete-empty-manifests`` of a namespace that was empty).
+        With ``recheck_beside`` set, :meth:`submit_put_blocks` runs that re-check on a
+        thread of its own.
         """
         self._check_open()
         if self._manifest_ready and not self._manifest_vanished():
@@ -119,22 +143,47 @@ class Uploader(Transfer):
         self._manifest_seen_at = time.monotonic()
         return created
 
+    def _recheck_due(self) -> bool:
+        return time.monotonic() - self._manifest_seen_at >= self.manifest_recheck_seconds
+
     def _manifest_vanished(self) -> bool:
-        """Whether a re-check (due every ``manifest_recheck_seconds``) finds it gone."""
-        if time.monotonic() - self._manifest_seen_at < self.manifest_recheck_seconds:
+        """Whether a re-check (due every ``manifest_recheck_seconds``) finds it gone.
+
+        The next one is due an interval after this one ends, however it ends: during an
+        outage the store is not asked on every job. It retries for
+        :data:`MANIFEST_RECHECK_DEADLINE_SECONDS` at most."""
+        if not self._recheck_due():
             return False
         key = self.keys.config_key()
+        deadline = time.monotonic() + min(
+            MANIFEST_RECHECK_DEADLINE_SECONDS, self.settings.deadline_seconds
+        )
         try:
-            found = with_retries(lambda: self.store.head(key), self.settings) is not None
+            info = with_retries(lambda: self.store.head(key), self.settings, deadline=deadline)
         except S3KVError as exc:  # blocks can still be stored; try again next time
             logger.debug("s3kv: re-check of %s failed: %s", self.url_for(key), exc)
-            return False
-        if found:
             self._manifest_seen_at = time.monotonic()
             return False
+        if info is not None:
+            return False
         logger.info("s3kv: %s vanished (collected by gc?); writing it again", self.url_for(key))
-        self._manifest_ready = False
         return True
+
+    def _recheck_beside(self) -> None:
+        """Start a due re-check on a thread of its own (one at a time)."""
+        if not self._recheck_due() or not self._rechecking.acquire(blocking=False):
+            return
+
+        def recheck() -> None:
+            try:
+                self.ensure_manifest()
+            except S3KVError as exc:  # blocks can still be stored; try again next time
+                logger.warning("s3kv: could not write %s again: %s",
+                               self.url_for(self.keys.config_key()), exc)  # fmt: skip
+            finally:
+                self._rechecking.release()
+
+        threading.Thread(target=recheck, name="s3kv-manifest-recheck", daemon=True).start()
 
     def put_blocks(
         self,
@@ -173,7 +222,10 @@ class Uploader(Transfer):
             key = offload_key_of(block)
             blocks.append((key, as_bytes_view(buffer, key, writable=False)))
         refuse_duplicates(key for key, _ in blocks)
-        self.ensure_manifest()
+        if self.recheck_beside and self._manifest_ready:
+            self._recheck_beside()
+        else:
+            self.ensure_manifest()
         pool = self.executor
         attempts = [_PutAttempt(self, pool, key, view, parents.get(key)) for key, view in blocks]
         return TransferJob(
@@ -200,11 +252,13 @@ class _PutAttempt:
         self.options: PutOptions | None = None  # at the first start, off the caller's thread
 
     def start(self, done: Done) -> Cancel:
-        up, key, size = self.uploader, self.key, len(self.view)
+        up, size = self.uploader, len(self.view)
         options = self.options
         if options is None:  # a retry reuses the checksum: the bytes have not changed
+            bad = up.damaged.get(self.object_key)
             options = self.options = PutOptions(
-                create_only=True,
+                create_only=bad is None,
+                if_match=bad,  # replaces the damaged copy, and nothing else
                 checksum=integrity.compute(up.settings.checksum, self.view),
                 tags=BLOCK_TAGS,
                 write_id=write_id(),
@@ -213,9 +267,10 @@ class _PutAttempt:
 
         def finished(created: bool | None, error: BaseException | None) -> None:
             if error is not None:
+                self._refused(error)
                 done(None, error)
             elif created:
-                done(BlockResult(key, "done", nbytes=size), None)
+                done(self._stored(options), None)
             else:
                 # 412: a HEAD tells whose object it is (writes.landed), on the pool
                 # (a blocking request on a transport's thread could stall its loop).
@@ -227,14 +282,35 @@ class _PutAttempt:
 
     def _put(self, options: PutOptions) -> BlockResult:
         """The blocking PUT, on the pool: its 412, if any, settled there too."""
-        if self.uploader.store.put(self.object_key, self.view, options):
-            return BlockResult(self.key, "done", nbytes=len(self.view))
+        try:
+            created = self.uploader.store.put(self.object_key, self.view, options)
+        except BaseException as exc:
+            self._refused(exc)
+            raise
+        if created:
+            return self._stored(options)
         return self._landed(options)
 
     def _landed(self, options: PutOptions) -> BlockResult:
+        """A 412: our write after all (a lost answer), or another object. To an
+        ``If-Match`` write: the damaged copy was replaced since (by another writer)."""
         if landed(self.uploader.store, self.object_key, options, len(self.view)):
-            return BlockResult(self.key, "done", nbytes=len(self.view))
+            return self._stored(options)
+        if options.if_match is not None:
+            self.uploader.damaged.pop(self.object_key, None)
         return BlockResult(self.key, "already_present")
+
+    def _stored(self, options: PutOptions) -> BlockResult:
+        up = self.uploader
+        if options.if_match is not None and up.damaged.pop(self.object_key, None) is not None:
+            with up._counting:
+                up.healed += 1
+        return BlockResult(self.key, "done", nbytes=len(self.view))
+
+    def _refused(self, error: BaseException) -> None:
+        notify = self.uploader.on_write_refused
+        if notify is not None and isinstance(error, REFUSED):
+            notify(error)
 
     def give_up(self, reason: str) -> BlockResult:
         return BlockResult(self.key, "failed", reason=reason)

@@ -13,7 +13,11 @@ What is counted, and where:
 * checksum failures: :class:`MeteredDownloader`, where loads verify checksums;
 * blocks and bytes by outcome, store/load latency: each finished job's report;
 * lookup HEADs and answers from the presence cache: the lookup manager's
-  ``heads_sent``/``cache_answers`` totals, read at each ``get_stats``.
+  ``heads_sent``/``cache_answers`` totals, read at each ``get_stats``;
+* the store's bad days (:mod:`s3kv.vllm._health`): the breaker and the write pause as
+  gauges set when they change, lookups answered MISS without the store's verdict and
+  stores declined by reason, wait budgets that ran out, damaged blocks replaced, and
+  blocks loaded (or refused) without a recorded checksum.
 """
 
 from __future__ import annotations
@@ -26,14 +30,13 @@ from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
 )
 from vllm.v1.kv_offload.base import (
     OffloadingCounterMetadata,
+    OffloadingGaugeMetadata,
     OffloadingHistogramMetadata,
     OffloadingMetricMetadata,
 )
 
-from s3kv.errors import ChecksumMismatchError
 from s3kv.report import TransferReport
 from s3kv.stores.base import RequestEvent
-from s3kv.transfers.downloader import Downloader
 
 try:
     from vllm.v1.kv_offload.tiering.base import TIER_LABEL
@@ -53,6 +56,14 @@ TRANSFER_SECONDS = PREFIX + "transfer_seconds"
 RENEWALS = PREFIX + "renewals"
 REMOVED_BLOCKS = PREFIX + "removed_blocks"
 RETAGS = PREFIX + "retags"
+BREAKER_OPEN = PREFIX + "breaker_open"
+BREAKER_OPENINGS = PREFIX + "breaker_openings"
+STORES_PAUSED = PREFIX + "stores_paused"
+SKIPPED_LOOKUPS = PREFIX + "skipped_lookups"
+DROPPED_STORE_BLOCKS = PREFIX + "dropped_store_blocks"
+BUDGET_EXPIRED = PREFIX + "budget_expired"
+HEALED_BLOCKS = PREFIX + "healed_blocks"
+UNVERIFIED_BLOCKS = PREFIX + "unverified_blocks"
 RENEWAL_OUTCOMES = ("renewed", "already_renewed", "changed", "gone", "failed", "dropped")
 """:class:`s3kv.ops.gc.renewal.Renewer` counters, each an ``outcome`` of :data:`RENEWALS`."""
 
@@ -121,6 +132,49 @@ def metric_definitions() -> dict[str, OffloadingMetricMetadata]:
             "when KV events are on.",
             labelnames=tier,
         ),
+        BREAKER_OPEN: OffloadingGaugeMetadata(
+            documentation="1 while the s3kv tier's breaker is open (the store failed "
+            "breaker_failures times in a row: lookups answer miss at once, loads fail at "
+            "once, stores are declined, until a probe finds the store answering), else 0.",
+            labelnames=tier,
+        ),
+        BREAKER_OPENINGS: OffloadingCounterMetadata(
+            documentation="Times the s3kv tier's breaker opened.",
+            labelnames=tier,
+        ),
+        STORES_PAUSED: OffloadingGaugeMetadata(
+            documentation="1 while the s3kv tier pauses stores after a write the store "
+            "refused for good (denied, or full): one block tries again each minute.",
+            labelnames=tier,
+        ),
+        SKIPPED_LOOKUPS: OffloadingCounterMetadata(
+            documentation="Lookups the s3kv tier answered miss without the store's "
+            "verdict (vLLM recomputes), in keys, by reason: breaker (open), budget (the "
+            "request's wait budget ran out), slow_store (its load would not end within "
+            "the budget left).",
+            labelnames=(*tier, "reason"),
+        ),
+        DROPPED_STORE_BLOCKS: OffloadingCounterMetadata(
+            documentation="Blocks the s3kv tier declined to store, by reason: breaker "
+            "(open), refused (stores paused after a refused write).",
+            labelnames=(*tier, "reason"),
+        ),
+        BUDGET_EXPIRED: OffloadingCounterMetadata(
+            documentation="Requests whose wait budget ran out, by operation: lookup "
+            "(answered miss) or load (cancelled, its blocks recomputed).",
+            labelnames=(*tier, "operation"),
+        ),
+        HEALED_BLOCKS: OffloadingCounterMetadata(
+            documentation="Damaged blocks (a load failed their checksum) the s3kv tier "
+            "replaced with the next store of their key (If-Match on the damaged copy).",
+            labelnames=tier,
+        ),
+        UNVERIFIED_BLOCKS: OffloadingCounterMetadata(
+            documentation="Blocks stored without a recorded checksum (vLLM's obj tier "
+            "writes them) that a load met, by outcome: loaded (size-checked only) or "
+            "refused (require_checksum).",
+            labelnames=(*tier, "outcome"),
+        ),
         TRANSFER_SECONDS: OffloadingHistogramMetadata(
             documentation="Duration of s3kv store and load jobs, from their first request "
             "to their last block, in seconds.",
@@ -153,6 +207,7 @@ class TierMeter:
         self._lock = threading.Lock()
         self._counters: dict[tuple[str, tuple[str, ...]], float] = {}
         self._samples: dict[tuple[str, tuple[str, ...]], list[float]] = {}
+        self._gauges: dict[tuple[str, tuple[str, ...]], float] = {}
         self._lookups_seen = (0, 0)
         self._totals_seen: dict[tuple[str, tuple[str, ...]], float] = {}
 
@@ -160,6 +215,11 @@ class TierMeter:
         key = (name, (self.tier, *labels))
         with self._lock:
             self._counters[key] = self._counters.get(key, 0) + by
+
+    def gauge(self, name: str, value: float, *labels: str) -> None:
+        """Set a gauge (sent with the next stats; Prometheus keeps it until set again)."""
+        with self._lock:
+            self._gauges[(name, (self.tier, *labels))] = value
 
     def observe(self, name: str, value: float, *labels: str) -> None:
         key = (name, (self.tier, *labels))
@@ -220,27 +280,16 @@ class TierMeter:
         with self._lock:
             counters, self._counters = self._counters, {}
             samples, self._samples = self._samples, {}
-        if not counters and not samples:
+            gauges, self._gauges = self._gauges, {}
+        if not counters and not samples and not gauges:
             return None
         stats = OffloadingConnectorStats()
         for (name, labels), value in counters.items():
             stats.increase_counter(name, value, labels)
+        for (name, labels), value in gauges.items():
+            stats.set_gauge(name, value, labels)
         for (name, labels), values in samples.items():
             for value in values:
                 stats.observe_histogram(name, value, labels)
         return stats
 
-
-class MeteredDownloader(Downloader):
-    """A :class:`Downloader` that counts checksum failures (every load verifies there)."""
-
-    def __init__(self, *args: Any, meter: TierMeter, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.meter = meter
-
-    def _loaded(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super()._loaded(*args, **kwargs)
-        except ChecksumMismatchError:
-            self.meter.count(INTEGRITY_FAILURES, "checksum")
-            raise

@@ -1,8 +1,13 @@
 """Off the scheduler thread: vLLM transfer jobs become s3kv jobs; finished ones queue up.
 
 vLLM calls ``submit_store``/``submit_load`` under its scheduler lock, so they only
-enqueue. One dispatcher thread slices the primary rows and starts the s3kv job; the
-thread that finishes a job's last block queues its report for ``get_finished_jobs``.
+enqueue. One dispatcher thread slices the primary rows and starts the s3kv job (starting
+one sends nothing the thread waits for: requests go to awscrt or to the transfer's pool,
+and the manifest's re-check runs beside it); the thread that finishes a job's last block
+queues its report for ``get_finished_jobs``. A job given a deadline (a load, by its
+request's wait budget) is cancelled when it passes: its requests in flight end, nothing
+more reaches its rows, and its blocks are reported failed (vLLM recomputes them). A job
+the tier declines (:meth:`JobRunner.refuse`) is reported at the next poll, without I/O.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vllm.v1.kv_offload.tiering.base import JobId, TransferJob
 
@@ -20,6 +25,7 @@ from s3kv.report import TransferReport
 from s3kv.transfers.downloader import Downloader
 from s3kv.transfers.jobs import TransferJob as S3Job
 from s3kv.transfers.uploader import Uploader
+from s3kv.vllm._budget import Deadlines
 
 logger = logging.getLogger("s3kv.vllm")
 
@@ -34,6 +40,19 @@ class Finished:
     job: TransferJob
     report: TransferReport | None
     error: str = ""
+    expired: bool = False
+    """Cancelled when its deadline passed."""
+    refused: bool = False
+    """Declined by the tier (:meth:`JobRunner.refuse`): no request was sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    job: TransferJob
+    parents: Parents
+    deadline: float | None
+    limit: int | None
+    present: frozenset[bytes]
 
 
 class JobRunner:
@@ -48,6 +67,7 @@ class JobRunner:
         *,
         on_finished: Callable[[Finished], None] | None = None,
         quiesce: Callable[[float], bool] | None = None,
+        deadlines: Deadlines | None = None,
     ) -> None:
         self._rows = rows
         self._quiesce = quiesce
@@ -55,13 +75,13 @@ class JobRunner:
         self._uploader = uploader
         self._downloader = downloader
         self._on_finished = on_finished
-        self._submitted: queue.SimpleQueue[tuple[TransferJob, Parents] | None] = (
-            queue.SimpleQueue()
-        )
+        self._deadlines = deadlines
+        self._submitted: queue.SimpleQueue[_Queued | None] = queue.SimpleQueue()
         self._finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self._idle = threading.Condition()
         self._in_flight = 0
         self._running: dict[JobId, S3Job] = {}  # guarded by _idle
+        self._expired: set[JobId] = set()  # guarded by _idle
         self._closing = False
         self._thread = threading.Thread(
             target=self._dispatch, name="s3kv_vllm_dispatch", daemon=True
@@ -70,11 +90,37 @@ class JobRunner:
 
     # -- scheduler thread ---------------------------------------------------------------
 
-    def submit(self, job: TransferJob, parents: Parents | None = None) -> None:
-        """Queue a job; ``parents``: of a store job's keys (written with the blocks)."""
+    def submit(
+        self,
+        job: TransferJob,
+        parents: Parents | None = None,
+        *,
+        deadline: float | None = None,
+        limit: int | None = None,
+        present: frozenset[bytes] = frozenset(),
+    ) -> None:
+        """Queue a job; ``parents``: of a store job's keys (written with the blocks);
+        ``deadline`` (``time.monotonic()``): cancel it then; ``present``: a store job's
+        keys known stored (reported already present, nothing sent); ``limit``: store only
+        the first of the others (the rest are reported failed)."""
         with self._idle:
             self._in_flight += 1
-        self._submitted.put((job, parents or {}))
+        self._submitted.put(_Queued(job, parents or {}, deadline, limit, present))
+
+    def refuse(self, job: TransferJob, why: str) -> None:
+        """Report a job failed at the next poll, without a request (and without a log
+        line of its own: the tier counts them)."""
+        with self._idle:
+            self._in_flight += 1
+        self._done(Finished(job, None, why, refused=True))
+
+    def cancel_running(self) -> int:
+        """Cancel every running job (the store stopped answering); how many."""
+        with self._idle:
+            running = list(self._running.values())
+        for s3job in running:
+            s3job.cancel()
+        return len(running)
 
     def finished(self) -> list[Finished]:
         out = []
@@ -117,12 +163,16 @@ class JobRunner:
             item = self._submitted.get()
             if item is None:
                 break
-            job, parents = item
+            job = item.job
             if self._closing:
                 self._done(Finished(job, None, "shut down before it started"), report=False)
                 continue
+            if item.deadline is not None and time.monotonic() >= item.deadline:
+                self._done(Finished(job, None, "its wait budget ran out before it started",
+                                    expired=True))  # fmt: skip
+                continue
             try:
-                self._start(job, parents)
+                self._start(item)
             except Exception as exc:  # a job that cannot start still gets reported
                 logger.exception("s3kv tier could not start job %s", job.job_id)
                 self._done(Finished(job, None, f"{type(exc).__name__}: {exc}"))
@@ -133,20 +183,34 @@ class JobRunner:
             except queue.Empty:
                 return
             if late is not None:
-                self._done(Finished(late[0], None, "shut down before it started"), report=False)
+                self._done(Finished(late.job, None, "shut down before it started"), report=False)
 
-    def _start(self, job: TransferJob, parents: Parents) -> None:
+    def _start(self, item: _Queued) -> None:
+        job, parents = item.job, item.parents
         bs = self._block_size
-        rows = []
-        for cid in job.chunk_ids:
+        rows, keys = [], []
+        for key, cid in zip(job.keys, job.chunk_ids):
+            if key in item.present:
+                continue
             c = int(cid)
             if c < 0 or (c + 1) * bs > len(self._rows):
                 raise IndexError(f"chunk id {c} is outside the primary tier's rows")
             rows.append(self._rows[c * bs : (c + 1) * bs])
-        keys = list(job.keys)
+            keys.append(key)
+        rows, keys = rows[: item.limit], keys[: item.limit]
+        present = tuple(k for k in job.keys if k in item.present)
+        if not keys:
+            self._done(Finished(job, TransferReport("upload", already_present=present)))
+            return
 
         def on_done(s3job: S3Job) -> None:
-            self._done(Finished(job, s3job.wait(0)))
+            with self._idle:
+                expired = job.job_id in self._expired
+                self._expired.discard(job.job_id)
+            report = s3job.wait(0)
+            if present:
+                report = replace(report, already_present=report.already_present + present)
+            self._done(Finished(job, report, expired=expired))
 
         if job.is_promotion:
             s3job = self._downloader.submit_get_blocks(keys, into=rows, on_done=on_done)
@@ -159,6 +223,17 @@ class JobRunner:
             # never left here.
             if not s3job.done():
                 self._running[job.job_id] = s3job
+        if item.deadline is not None and self._deadlines is not None:
+            self._deadlines.at(item.deadline, lambda: self._expire(job.job_id))
+
+    def _expire(self, job_id: JobId) -> None:
+        """A job's deadline passed: cancel it if it still runs."""
+        with self._idle:
+            s3job = self._running.get(job_id)
+            if s3job is None or s3job.done():
+                return
+            self._expired.add(job_id)
+        s3job.cancel()
 
     def _done(self, finished: Finished, *, report: bool = True) -> None:
         if report:

@@ -11,6 +11,7 @@ an alias of the default ``"s3kv"``.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,27 +32,37 @@ from vllm.v1.kv_offload.tiering.base import (
     TransferJob,
 )
 
+from s3kv.errors import InvalidInputError
 from s3kv.naming.keys import KeyStyle
 from s3kv.naming.location import parse_location
 from s3kv.ops.gc.renewal import DEFAULT_RENEW_AFTER_SECONDS
 from s3kv.settings import S3Settings
+from s3kv.vllm._budget import DEFAULT_WAIT_BUDGET_SECONDS, Deadlines, WaitBudget, parse_budget
 from s3kv.vllm._chain import chunk_tokens, parents
-from s3kv.vllm._lookup import S3AsyncLookupManager, chains
+from s3kv.vllm._cost import LoadCost
+from s3kv.vllm._health import BREAKER_FAILURES, Change, StoreHealth, announce, parse_failures
+from s3kv.vllm._logs import QuietLog
+from s3kv.vllm._lookup import Guards, S3AsyncLookupManager, chains
 from s3kv.vllm._metrics import (
+    BREAKER_OPENINGS,
+    BUDGET_EXPIRED,
+    DROPPED_STORE_BLOCKS,
+    HEALED_BLOCKS,
     REMOVED_BLOCKS,
     RENEWALS,
     RETAGS,
+    SKIPPED_LOOKUPS,
     SKIPPED_STORE_BLOCKS,
     TierMeter,
     metric_definitions,
     tier_label,
 )
-from s3kv.vllm._readonly import ReadOnlyDetector, SkippedStores, check_manifest
+from s3kv.vllm._readonly import StoreGate, check_manifest
 from s3kv.vllm._runner import Finished, JobRunner
 from s3kv.vllm._selfcheck import tier_namespace
 from s3kv.vllm._usage import parse_renew_after
 from s3kv.vllm._version import warn_if_untested
-from s3kv.vllm._wiring import open_tier_io
+from s3kv.vllm._wiring import open_tier_io, tier_settings
 
 if TYPE_CHECKING:
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
@@ -63,6 +74,10 @@ logger = logging.getLogger("s3kv.vllm")
 
 SHUTDOWN_TIMEOUT_SECONDS = 30.0
 """How long ``shutdown`` waits for cancelled jobs' last requests before it closes."""
+
+PROBE_NAME = "s3kv-health-probe"
+"""The key, in the namespace's folder, an open breaker looks at: no object is ever
+there, and any answer (found or not) is the store answering."""
 
 
 class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
@@ -80,6 +95,12 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     a block this tier uses (a load, a lookup HIT, ``touch``) whose ``Last-Modified`` is
     older is renewed, so the bucket's lifecycle rule and ``s3kv gc`` count from its last
     use (see :mod:`s3kv.ops.gc.renewal`). A read-only tier never renews.
+
+    On a bad day (docs/vllm-tier.md): ``wait_budget_seconds`` bounds what a request's
+    lookups and load wait together (:mod:`s3kv.vllm._budget`); ``breaker_failures``
+    failures in a row stop the tier asking the store until a probe finds it answering
+    (:mod:`s3kv.vllm._health`); ``require_checksum=True`` refuses blocks stored without
+    a checksum (:mod:`s3kv.vllm._loads`).
     """
 
     medium: ClassVar[Medium] = Medium.STORAGE
@@ -93,6 +114,9 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         *,
         style: KeyStyle = "s3kv",
         read_only: bool = False,
+        require_checksum: bool = False,
+        wait_budget_seconds: float = DEFAULT_WAIT_BUDGET_SECONDS,
+        breaker_failures: int = BREAKER_FAILURES,
         enable_kv_events: bool = False,
         locality: str | None = None,
         backpressure_detector: BackpressureDetector | None = None,
@@ -101,12 +125,18 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     ) -> None:
         self.metrics = TierMeter(tier_label(offloading_spec, tier_type, url))
         self.read_only = read_only
-        self._skipped = SkippedStores() if read_only else None
-        if read_only:  # vLLM then never builds a store job for this tier
-            backpressure_detector = ReadOnlyDetector(
-                lambda n: self.metrics.count(SKIPPED_STORE_BLOCKS, by=n)
-            )
-        super().__init__(offloading_spec, primary_kv_view, tier_type, backpressure_detector)
+        self._budget = WaitBudget(parse_budget(wait_budget_seconds))
+        self._quiet = QuietLog(logger)
+        self.health = StoreHealth(
+            self._probe,
+            failures_to_open=parse_failures(breaker_failures),
+            fast_enough=self._budget.seconds,
+            on_change=self._health_changed,
+        )
+        self.cost = LoadCost(lambda key, n: self.store.get_range(key, start=0, end=n))
+        # vLLM asks it before each store: a declined store pins no row
+        gate = StoreGate(self._declines, self._declined, backpressure_detector)
+        super().__init__(offloading_spec, primary_kv_view, tier_type, gate)
         self.locality = Locality(locality) if locality is not None else None
         self.events: list[OffloadingEvent] | None = None
         if enable_kv_events and offloading_spec.kv_events_config.enable_kv_cache_events:
@@ -116,7 +146,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
 
         self.namespace = tier_namespace(offloading_spec, tier_type=tier_type)
         warn_if_untested(tier_type)
-        self.settings = S3Settings.resolve(**settings)
+        self.settings = tier_settings(S3Settings.resolve(**settings))
         location = parse_location(url)
         io = open_tier_io(
             location,
@@ -126,9 +156,14 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             style=style,
             renew_after=None if read_only else parse_renew_after(renew_after),
             announce_removals=self.events is not None,
+            wait_seconds=self._budget.seconds,
+            require_checksum=_flag("require_checksum", require_checksum),
+            listeners=(self.health.on_request, self.cost.on_request),
         )
         self.store, self.uploader, self.downloader = io.store, io.uploader, io.downloader
         self.usage, self.renewer, self._prober = io.usage, io.usage.renewer, io.prober
+        self.uploader.on_write_refused = lambda exc: self.health.writes_refused(str(exc))
+        self._prober.stop = lambda: self.health.is_open
         if read_only:
             check_manifest(self.downloader, tier_type=tier_type)
         else:
@@ -136,6 +171,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
 
         self._tokens = chunk_tokens(offloading_spec)
         rows = primary_kv_view.cast("B")
+        self._deadlines = Deadlines(name="s3kv-tier-deadlines")
         self._runner = JobRunner(
             rows,
             self.block_size_bytes,
@@ -143,6 +179,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             self.downloader,
             on_finished=self._remember,
             quiesce=self.store.quiesce,
+            deadlines=self._deadlines,
         )
         windowed = [
             g.group_id
@@ -150,8 +187,12 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             # vLLM 0.32.0 offloads no sliding-window groups (it has no such field)
             if getattr(g, "sliding_window_size_in_chunks", None) is not None
         ]
+        guards = Guards(
+            self._budget, self._deadlines, self.health, self.cost, self.block_size_bytes,
+            self._quiet,
+        )  # fmt: skip
         self._lookup_manager = S3AsyncLookupManager(
-            self._prober, tier_type, windowed_groups=windowed, on_hits=self._used
+            self._prober, tier_type, windowed_groups=windowed, on_hits=self._used, guards=guards
         )
         logger.info(
             "s3kv tier %r: %s (%s keys, folder %s)",
@@ -170,6 +211,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     # -- lookups ------------------------------------------------------------------------
 
     def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
+        self._budget.start(req_context.req_id)  # the request's wait starts here
         found = self._lookup_manager.lookup(key, req_context)
         if found is None:
             return LookupResult.RETRY
@@ -180,6 +222,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
 
     def on_request_finished(self, req_context: ReqContext) -> None:
         self._lookup_manager.cleanup(req_context.req_id)
+        self._budget.forget(req_context.req_id)
 
     def on_schedule_end(self, context: ScheduleEndContext) -> None:
         self._lookup_manager.flush()
@@ -199,21 +242,53 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     # -- transfers ----------------------------------------------------------------------
 
     def submit_store(self, job_metadata: TransferJob) -> None:
-        if self._skipped is not None:
-            self.metrics.count(SKIPPED_STORE_BLOCKS, by=len(job_metadata.keys))
-            self._skipped.answer(job_metadata)
-            return
         keys = list(job_metadata.keys)
-        self._runner.submit(job_metadata, parents(keys, job_metadata.req_context, self._tokens))
+        verdict = "read_only" if self.read_only else self.health.may_store()
+        if verdict not in ("go", "trial"):
+            self._declined(len(keys), verdict)
+            self._runner.refuse(job_metadata, f"store declined ({verdict})")
+            return
+        self._runner.submit(
+            job_metadata,
+            parents(keys, job_metadata.req_context, self._tokens),
+            limit=1 if verdict == "trial" else None,  # after refused writes: one block
+            present=self._known_present(keys),
+        )
+
+    def _known_present(self, keys: Sequence[OffloadKey]) -> frozenset[bytes]:
+        """Keys this tier knows stored (stored, loaded or found by it) and not damaged:
+        vLLM asks to store what it recomputed after a failed or skipped load, and their
+        bytes need not cross a slow link again to be refused as present."""
+        mapper, presence = self.uploader.keys, self.downloader.presence
+        damaged = self.uploader.damaged
+        return frozenset(
+            k for k in keys
+            if presence.get(object_key := mapper.key_for(k)) is True and object_key not in damaged
+        )  # fmt: skip
 
     def submit_load(self, job_metadata: TransferJob) -> None:
-        self._runner.submit(job_metadata)
+        if self.health.is_open:
+            self._runner.refuse(job_metadata, "the store's breaker is open")
+            return
+        deadline = self._budget.deadline(job_metadata.req_context.req_id)
+        self._runner.submit(job_metadata, deadline=deadline)
 
     def get_finished_jobs(self) -> Iterable[JobResult]:
-        results = [self._result(f) for f in self._runner.finished()]
-        if self._skipped is not None:
-            results += self._skipped.take()
-        return results
+        return [self._result(f) for f in self._runner.finished()]
+
+    def _declines(self) -> str | None:
+        """Why a store would be declined now (the gate's question), or None."""
+        if self.read_only:
+            return "read_only"
+        if self.health.declines_stores():
+            return "breaker" if self.health.is_open else "refused"
+        return None
+
+    def _declined(self, blocks: int, why: str) -> None:
+        if why == "read_only":
+            self.metrics.count(SKIPPED_STORE_BLOCKS, by=blocks)
+        else:
+            self.metrics.count(DROPPED_STORE_BLOCKS, why, by=blocks)
 
     def _result(self, finished: Finished) -> JobResult:
         job, report = finished.job, finished.report
@@ -235,23 +310,49 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             return JobResult(job.job_id, success, None, seconds, nbytes)
         if success:
             return JobResult(job.job_id, True, None, seconds, nbytes)
-        # Only the failed keys are recomputed; the lookup cache stops offering them.
+        # Only the failed keys are recomputed; the lookup cache stops offering them, and
+        # the presence cache forgets what was missing or damaged (not what a failing
+        # store could not bring: it is still there).
         good = set(ok)
-        self._lookup_manager.mark_miss([k for k in keys if k not in good])
+        failed = [k for k in keys if k not in good]
+        gone = set(report.missing) if report is not None else set()
+        mapper = self.uploader.keys
+        damaged = self.uploader.damaged
+        self._lookup_manager.mark_miss(
+            failed, absent=[k for k in failed if k in gone or mapper.key_for(k) in damaged]
+        )
         return JobResult(job.job_id, False, ok or None, seconds, nbytes)
 
     def _remember(self, finished: Finished) -> None:
-        """On the I/O thread: log failures; stored blocks are known present from now on."""
+        """On the I/O thread: log failures (rate-limited), feed the store's health and
+        the load model; stored blocks are known present from now on."""
         report, job = finished.report, finished.job
+        if finished.refused:
+            return  # declined without a request: counted when declined
         self.metrics.on_job(is_load=job.is_promotion, report=report)
+        kind = "load" if job.is_promotion else "store"
+        if finished.expired:
+            self.metrics.count(BUDGET_EXPIRED, "load")
+            self.health.failure("a load ran out of its wait budget", started=job.submit_time)
         if report is None:
-            logger.warning("s3kv tier: job %s failed: %s", job.job_id, finished.error)
+            self._quiet.warning(kind, "s3kv tier: %s job %s failed: %s", kind, job.job_id,
+                                finished.error)  # fmt: skip
             return
+        if job.is_promotion:
+            self._budget.forget(job.req_context.req_id)
+            if finished.expired:
+                self.cost.on_load(len(job.keys) * self.block_size_bytes, report.seconds,
+                                  finished=False)  # fmt: skip
+            elif report.ok and report.bytes:
+                self.cost.on_load(report.bytes, report.seconds, finished=True)
+        elif report.done:
+            self.health.writes_work()
         if report.failed or report.missing:
             why = "; ".join(f"{k.hex()}: {r}" for k, r in list(report.failed.items())[:3])
-            logger.warning(
+            self._quiet.warning(
+                kind,
                 "s3kv tier: %s job %s: %d of %d blocks failed, %d missing%s",
-                "load" if job.is_promotion else "store",
+                kind,
                 job.job_id,
                 len(report.failed),
                 report.count,
@@ -289,6 +390,13 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     def get_stats(self) -> OffloadingConnectorStats | None:
         lookups = self._lookup_manager
         self.metrics.on_lookups(lookups.heads_sent, lookups.cache_answers)
+        skipped: dict[tuple[str, ...], float] = {
+            (reason,): float(n) for reason, n in lookups.skipped.items()
+        }
+        self.metrics.on_totals(SKIPPED_LOOKUPS, skipped)
+        self.metrics.on_totals(BUDGET_EXPIRED, {("lookup",): float(lookups.expired)})
+        self.metrics.on_totals(HEALED_BLOCKS, {(): float(self.uploader.healed)})
+        self.metrics.on_totals(BREAKER_OPENINGS, {(): float(self.health.opened)})
         self.metrics.on_totals(RENEWALS, self.usage.renewal_totals())
         self.metrics.on_totals(RETAGS, self.usage.retag_totals())
         self.metrics.on_totals(REMOVED_BLOCKS, {(): float(self.usage.removed)})
@@ -303,9 +411,31 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     def shutdown(self) -> None:
         """Stop lookups, drop jobs not started, cancel running ones, close connections."""
         self._lookup_manager.shutdown()
+        self.health.close()
         if self.renewer is not None:
             self.renewer.close()  # what it had queued is dropped: renewal is best effort
         self._runner.shutdown(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+        self._deadlines.close()
         for transfer in (self._prober, self.downloader, self.uploader):
             transfer.close(wait=False)
         self.store.close()
+
+    # -- the store's health -------------------------------------------------------------
+
+    def _probe(self) -> object:
+        """An open breaker's look (one request, no retry: see :mod:`s3kv.vllm._health`)."""
+        return self.store.head(self.uploader.keys.namespace_prefix() + PROBE_NAME)
+
+    def _health_changed(self, change: Change, why: str) -> None:
+        """One log line and a gauge per change; an opening also ends what waits."""
+        announce(change, why, tier_type=self.tier_type, meter=self.metrics, quiet=self._quiet)
+        if change == "opened" and hasattr(self, "_lookup_manager"):  # not while starting
+            # off the reporting thread: a cancel completes jobs, which report here
+            threading.Thread(target=self._runner.cancel_running, daemon=True).start()
+            self._lookup_manager.answer_pending("breaker")
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} {value!r} is not true or false")
+    return value

@@ -7,22 +7,32 @@ tests.e2e.engine`` with a JSON job, which builds ``vllm.LLM`` with the
 prompt (token ids, so no tokenizer is involved), shuts the engine down and prints one
 JSON line: the tokens, ``num_cached_tokens`` and the seconds each prompt took.
 
+:class:`Session` is an engine life the test drives step by step (the job's
+``interactive``): the engine reads one step at a time from its stdin (prompts generated
+together in one batch, after an optional reset of vLLM's prefix cache and the offloading
+tiers' CPU copy), answers each with one JSON line, and waits for the next; the test
+changes the world between steps (a fault proxy's phase).
+
 Nothing is downloaded: the weights are random, the tokenizer a local WordLevel one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT_TAG = "S3KV_E2E_RESULT "
+STEP_TAG = "S3KV_E2E_STEP "
+READY_TAG = "S3KV_E2E_READY"
 PLUGIN_DIST = "s3kv_e2e_cpu_offload-0.32.0.dist-info"
 
 TINY = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -105,6 +115,81 @@ def run_engine(job: dict[str, Any], *, env: dict[str, str], timeout: float = 600
     return result
 
 
+class Session:
+    """One engine life driven step by step (see the module); ``with`` it, then
+    :meth:`step` until done. Its log (stdout and stderr) is in ``log`` once it ended."""
+
+    def __init__(self, job: dict[str, Any], *, env: dict[str, str], log_path: Path,
+                 timeout: float = 600.0) -> None:
+        self.log_path = log_path
+        self.timeout = timeout
+        self._err = open(log_path.with_suffix(".stderr"), "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.e2e.engine", json.dumps({**job, "interactive": True})],
+            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._err, text=True, bufsize=1,
+        )
+        self.lines: list[str] = []
+        self._until(READY_TAG)
+
+    def _until(self, tag: str) -> str:
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"engine exited {self.proc.wait()} before {tag!r}:\n"
+                                   + "".join(self.lines[-60:]) + self.stderr()[-8000:])
+            self.lines.append(line)
+            if line.startswith(tag):
+                return line[len(tag):]
+
+    def step(self, prompts: list[list[int]], *, reset: bool = False,
+             settle: float = 0.0, timeout: float = 120.0) -> dict[str, Any]:
+        """Generate ``prompts`` in one batch; the results and the wall seconds. A step
+        that takes longer than ``timeout`` ends the life (RuntimeError), not the suite."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"prompts": prompts, "reset": reset,
+                                          "settle_seconds": settle}) + "\n")
+        self.proc.stdin.flush()
+        watchdog = threading.Timer(timeout, self.proc.kill)
+        watchdog.start()
+        try:
+            out: dict[str, Any] = json.loads(self._until(STEP_TAG))
+        finally:
+            watchdog.cancel()
+        return out
+
+    def stderr(self) -> str:
+        self._err.flush()
+        return self.log_path.with_suffix(".stderr").read_text()
+
+    def close(self) -> str:
+        """End the life (the engine shuts down); its whole log."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.write(json.dumps({"quit": True}) + "\n")
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        assert self.proc.stdout is not None
+        self.lines.append(self.proc.stdout.read())
+        self.proc.stdout.close()
+        log = "".join(self.lines) + self.stderr()
+        self._err.close()
+        self.log_path.write_text(log)
+        return log
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._err.closed:
+            self.close()
+
+
 def _children_cpu_seconds() -> float:
     """CPU time of finished children (the engine and, multiprocess, its core)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -128,12 +213,19 @@ def main(job: dict[str, Any]) -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
+    if "manifest_recheck_seconds" in job:  # the tier's uploader, in this process
+        from s3kv.transfers.uploader import Uploader
+
+        Uploader.manifest_recheck_seconds = job["manifest_recheck_seconds"]
     llm = LLM(model=job["model"], dtype=job.get("dtype", "float32"),
               max_model_len=job.get("max_model_len", 2048), enforce_eager=True, seed=0,
               kv_transfer_config=kv_transfer_config(job),
               max_num_batched_tokens=job.get("max_num_batched_tokens"))
     params = SamplingParams(temperature=0.0, max_tokens=job.get("max_tokens", 8),
                             ignore_eos=True)
+    if job.get("interactive"):
+        _interactive(llm, params)
+        return
     results = []
     for prompt in job["prompts"]:
         t0 = time.perf_counter()
@@ -146,6 +238,28 @@ def main(job: dict[str, Any]) -> None:
         time.sleep(job.get("settle_seconds", 0.0))
     llm.llm_engine.engine_core.shutdown()
     print(RESULT_TAG + json.dumps({"results": results}), flush=True)
+
+
+def _interactive(llm: Any, params: Any) -> None:
+    """Steps from stdin (see :class:`Session`), one JSON answer line each."""
+    from vllm.inputs import TokensPrompt
+
+    print(READY_TAG, flush=True)
+    for line in sys.stdin:
+        step = json.loads(line)
+        if step.get("quit"):
+            break
+        reset = llm.reset_prefix_cache(reset_connector=True) if step.get("reset") else None
+        t0 = time.perf_counter()
+        outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in step["prompts"]],
+                            params, use_tqdm=False) if step["prompts"] else []
+        seconds = time.perf_counter() - t0
+        results = [{"tokens": list(o.outputs[0].token_ids),
+                    "num_cached_tokens": o.num_cached_tokens} for o in outs]
+        time.sleep(step.get("settle_seconds", 0.0))
+        print(STEP_TAG + json.dumps({"results": results, "seconds": seconds, "reset": reset}),
+              flush=True)
+    llm.llm_engine.engine_core.shutdown()
 
 
 if __name__ == "__main__":

@@ -170,3 +170,20 @@ def locked(manager: Any) -> AbstractContextManager[Any]:
     """The tiering manager's lock, held as vLLM 0.33's scheduler does (0.32 has none)."""
     lock = getattr(manager, "lock", None)
     return lock if lock is not None else contextlib.nullcontext()
+
+
+LOOK_RANGE = "bytes=0-0"
+"""A presence look is a GET of a block's first byte (s3kv's bound look), or a HEAD."""
+
+
+def is_look(request: Any) -> bool:
+    """A proxied request (tests/faults/proxy.py) that asks whether a block exists."""
+    return request.is_block and (
+        request.method == "HEAD"
+        or (request.method == "GET" and request.header("range") == LOOK_RANGE)
+    )
+
+
+def is_load(request: Any) -> bool:
+    """A proxied request that reads a block's bytes (a whole block, or one of its parts)."""
+    return request.is_block and request.method == "GET" and not is_look(request)

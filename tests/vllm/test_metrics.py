@@ -97,9 +97,9 @@ def test_a_scrape_shows_what_the_tier_did(
     row = harness.ROW_BYTES
     assert s3kv("requests_total", operation="put", outcome="created") == 6  # 5 + manifest
     assert s3kv("requests_total", operation="get", outcome="not_found") == 1  # no manifest yet
-    # 3 blocks, the tampered one twice, and the manifest once each by the load and
-    # lookup sides (checked before their first read)
-    assert s3kv("requests_total", operation="get", outcome="ok") == 7
+    # 3 blocks and the tampered one twice; the manifest was read once, by the tier at
+    # start (loads and lookups never read it: not on the dispatch thread)
+    assert s3kv("requests_total", operation="get", outcome="ok") == 5
     assert s3kv("requests_total", operation="get", outcome="size_mismatch") == 1
     assert s3kv("requests_total", operation="head", outcome="not_found") == 2
     assert s3kv("blocks_total", operation="store", outcome="done") == 5
@@ -210,3 +210,14 @@ def test_requests_are_counted_by_operation_and_outcome(tmp_path: Path) -> None:
     }
     assert data["vllm:kv_offload_s3kv_integrity_failures"] == {(TIER, "size"): 1}
     assert "vllm:kv_offload_s3kv_retries" not in data
+
+
+def test_every_metric_the_tier_registers_is_in_the_docs() -> None:
+    from vllm.v1.kv_offload.base import OffloadingCounterMetadata
+
+    from s3kv.vllm._metrics import metric_definitions
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    for name, meta in metric_definitions().items():
+        shown = f"{name}_total" if isinstance(meta, OffloadingCounterMetadata) else name
+        assert f"| `{shown}` |" in docs, shown

@@ -343,9 +343,17 @@ class Renewer:
             return True
 
     def _learn_tags(self, key: str, before: dict[str, str] | None) -> None:
-        """After the first renewal: does a copy keep the tags? (Ceph RGW 16 drops them.)"""
+        """After the first renewal: does a copy keep the tags? (Ceph RGW 16 drops them.)
+        A look that fails leaves it unknown; the block is re-tagged (or remembered as
+        untagged), since the copy may have dropped its tag."""
         try:
-            after = self.store.get_tags(key)
+            try:
+                after = self.store.get_tags(key)
+            except AccessDeniedError:
+                raise
+            except S3KVError:
+                self._retag(key)
+                return
             if before is None or after is None:
                 self._copies_keep_tags = True  # a store without tags
             elif before == self.tags:
