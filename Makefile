@@ -7,7 +7,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 VLLM_PY := .venv-vllm/bin/python
 ENGINE_PY := .venv-vllm-engine/bin/python
 
-.PHONY: demo test check lint unit functional rgw-deps vllm-venv test-vllm e2e terraform-check checkov bench bench-docs docs clean
+.PHONY: demo test check lint unit functional rgw-deps vllm-venv test-vllm e2e terraform-check checkov bench bench-docs bench-bulk docs clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +98,15 @@ bench-docs: $(STAMP) rgw-deps vllm-venv
 	$(PY) bench/bench_rgw.py $(QUIET) --json-dir docs/img
 	$(ENGINE_PY) bench/bench_ttft.py $(QUIET)
 	$(PY) bench/bench_ttft.py --redraw docs/img/ttft.json
+	$(PY) scripts/doc_figures.py
+
+## s3kv push/pull beside s5cmd, aws-cli and rclone (docs/benchmarks.md#bulk-copies-beside-s5cmd-aws-cli-and-rclone):
+## run ALONE on a quiet machine (estimated half an hour to an hour on 2 cores). s5cmd and awscli come with .venv
+## (the bench extra), rclone from Debian (scripts/bench-tools.sh); caches are written by
+## vLLM's own fs tier (.venv-vllm). Writes docs/img/bulk.json, then fills the docs' tables.
+bench-bulk: $(STAMP) rgw-deps vllm-venv
+	bash scripts/bench-tools.sh
+	$(PY) bench/bench_bulk.py $(QUIET) --json docs/img/bulk.json
 	$(PY) scripts/doc_figures.py
 
 ## The docs' figures from the JSON already in docs/img/ (no measuring).

@@ -98,6 +98,10 @@ SOURCES: dict[str, Source] = {
                                 "s3kv and other S3 clients on Ceph RGW over HTTP"),
     "transfer-rgw-https": Source(TRANSFER, {"table": _from("bench.lib.transfer_report")},
                                  "s3kv and other S3 clients on Ceph RGW over TLS"),
+    "bulk": Source(
+        ".venv/bin/python bench/bench_bulk.py --json docs/img/bulk.json",
+        {"table": _from("bench.lib.bulk_report"),
+         "summary": _from("bench.lib.bulk_report", "summary")}),
 }
 
 
