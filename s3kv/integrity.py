@@ -105,15 +105,30 @@ def verified(
     raises :class:`ChecksumMismatchError` saying whether both reads agreed (the stored
     object is damaged) or not (something on the way keeps changing the bytes).
     """
-    first = compute(expected.algorithm, data)
+    again: list[Buffer] = []
+
+    def second() -> Checksum | None:
+        again.append(reread())
+        return compute(expected.algorithm, again[0])
+
+    settle(expected, compute(expected.algorithm, data), second, where=where)
+    return again[0] if again else data
+
+
+def settle(
+    expected: Checksum, first: Checksum | None, second: Callable[[], Checksum | None], *,
+    where: str,
+) -> None:
+    """:func:`verified` on checksums: ``first`` is the block's as read; on a mismatch
+    ``second()`` reads it once more and gives its checksum. Raises
+    :class:`ChecksumMismatchError` when that one differs too."""
     if first == expected:
-        return data
-    again = reread()
-    second = compute(expected.algorithm, again)
-    if second == expected:
-        return again
-    got = second.value if second else "none"
-    if first == second:
+        return
+    again = second()
+    if again == expected:
+        return
+    got = again.value if again else "none"
+    if first == again:
         why = (
             "read twice with the same result: the object was changed or damaged after it "
             "was written"

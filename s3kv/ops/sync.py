@@ -51,6 +51,7 @@ from s3kv.naming.location import Location, parse_location
 from s3kv.naming.parse import ParsedKey, parse_key
 from s3kv.ops import damage
 from s3kv.ops.scope import Census
+from s3kv.ops.sync_files import pull_block, push_block
 from s3kv.ops.sync_manifest import ManifestCopy
 from s3kv.ops.sync_report import (
     MAX_FAILURES_KEPT,
@@ -245,6 +246,11 @@ class _Sync:
     def _copy(self, src_key: str, dst_key: str, size: int) -> tuple[bool, int, bool]:
         """Copy one block; (created, bytes, unverified)."""
         where = self.src_loc.url_for(src_key)
+        if self.dst.is_local != self.src.is_local:  # a file at one end: moved natively
+            move = pull_block if self.dst.is_local else push_block
+            settings = self.src_settings if self.dst.is_local else self.settings
+            return move(self.src, src_key, where, self.dst, dst_key, size,
+                        self._usual_size(src_key), settings)
         if self.server_side:
             # The bytes never pass here: the source's metadata says whether they can be
             # trusted, and a block without a checksum gets its size checked first.

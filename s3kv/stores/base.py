@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from s3kv.errors import StoreError
 from s3kv.integrity import Buffer, Checksum
+from s3kv.stores.memory import mapped
 
 DELETE_BATCH = 1000
 """S3's limit of keys per DeleteObjects request."""
@@ -83,6 +85,18 @@ class RequestEvent:
 
 
 RequestHook = Callable[[RequestEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """A temp file of :meth:`Store.staged`: its ``path`` (through the folder's descriptor,
+    so whoever opens it resolves no folder again), the final file's name (for messages),
+    and ``publish(create_only)``: True if it is now the key's file, False if create-only
+    and a file was there."""
+
+    path: str
+    final: str
+    publish: Callable[[bool], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +199,33 @@ class Store(abc.ABC):
         if failed:
             raise StoreError(f"delete {key}: {failed[key]}")
         return True
+
+    def get_to_path(self, key: str, path: str, *, max_bytes: int) -> ObjectInfo:
+        """The object written into the (existing, empty) file at ``path``: at most
+        ``max_bytes`` bytes (a larger object raises :class:`SizeMismatchError` unread).
+        awscrt writes it in C (:class:`~s3kv.stores.crt.CrtS3Store`); by default
+        :meth:`get`, then one write."""
+        data, info = self.get(key, max_bytes=max_bytes)
+        with open(path, "r+b") as f:
+            f.write(data)
+            f.truncate()
+        return info
+
+    def put_from_path(self, key: str, path: str, size: int, options: PutOptions) -> bool:
+        """:meth:`put` of the ``size`` bytes of the file at ``path``. awscrt reads it in C;
+        by default its pages are mapped and put as a buffer (no copy)."""
+        with mapped(path, size) as view:
+            return self.put(key, view, options)
+
+    def staged(self, key: str) -> AbstractContextManager[Staged]:
+        """A directory's temp file for ``key``, filled by path, then published (where
+        :attr:`is_local`: :meth:`s3kv.stores.local.LocalStore.staged`)."""
+        raise NotImplementedError(f"{self.name} stages no files")
+
+    def opened(self, key: str) -> AbstractContextManager[tuple[str, int]]:
+        """A directory's file for ``key`` held open for a reader by path, and its size
+        (where :attr:`is_local`: :meth:`s3kv.stores.local.LocalStore.opened`)."""
+        raise NotImplementedError(f"{self.name} holds no files")
 
     def can_submit(self, size: int) -> bool:
         """Whether ``submit_put``/``submit_get_into`` take a block of ``size`` bytes."""

@@ -22,6 +22,7 @@ does (:mod:`.network`).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from s3kv.stores.crt_hidden import Hidden
 from s3kv.stores.echoes import Echoes
 from s3kv.stores.endpoint import DataEndpoint, data_endpoint
 from s3kv.stores.hooks import reported, reporting_done
+from s3kv.stores.memory import mapped
 from s3kv.stores.rules import (
     ConditionFailed,
     RangeNotSatisfiable,
@@ -122,15 +124,19 @@ class CrtS3Store(S3Store):
         kind: Any = s3.S3RequestType.DEFAULT,
         operation: str | None = None,
         part_bytes: int | None = None,
+        send_filepath: str | None = None,
+        recv_filepath: str | None = None,
     ) -> None:
         """Start one request under the watchdog; its end is reported through
-        ``call.on_end`` (set before): awscrt's error, or None (see :meth:`failure`)."""
+        ``call.on_end`` (set before): awscrt's error, or None (see :meth:`failure`).
+        ``send_filepath``: awscrt reads the body from that file (``body`` is then only
+        its length); ``recv_filepath``: awscrt writes the body there, in C."""
         fields = [("Host", self.target.host), *(headers or [])]
         if body is not None:
             fields.append(("Content-Length", str(len(body))))
         request = http.HttpRequest(
             method, self.request_path(key, query), http.HttpHeaders(fields),
-            Body(body, call) if body is not None else None,
+            Body(body, call) if body is not None and send_filepath is None else None,
         )
         self._calls.watch(call)
         call.client = crt = self._crt
@@ -142,6 +148,9 @@ class CrtS3Store(S3Store):
                 on_headers=on_headers,
                 on_body=on_body,
                 part_size=part_bytes,
+                send_filepath=send_filepath,
+                recv_filepath=recv_filepath,
+                on_progress=(lambda _: call.moved()) if recv_filepath else None,
             )
         except BaseException:
             self._calls.forget(call)
@@ -234,10 +243,23 @@ class CrtS3Store(S3Store):
         created: bool = _wait_for(lambda done: self.submit_put(key, view, options, done))
         return created
 
-    def submit_put(self, key: str, data: memoryview, options: PutOptions, done: PutDone) -> Cancel:
+    def put_from_path(self, key: str, path: str, size: int, options: PutOptions) -> bool:
+        """The file's bytes read by awscrt in C (``send_filepath``); its pages mapped here
+        only for what the answer is checked by (an MD5 where the store echoes nothing)."""
+        with mapped(path, size) as view:
+            if not self.can_submit(size):
+                return super().put(key, view, options)
+            created: bool = _wait_for(
+                lambda done: self.submit_put(key, view, options, done, path=path)
+            )
+        return created
+
+    def submit_put(self, key: str, data: memoryview, options: PutOptions, done: PutDone,
+                   *, path: str | None = None) -> Cancel:
         """Start a PUT; ``done(created, None)`` or ``done(None, error)`` later, from
         another thread (``created`` False: create-only and the object existed). Only for
-        sizes :meth:`can_submit` accepts. Returns a function that cancels the request."""
+        sizes :meth:`can_submit` accepts. Returns a function that cancels the request.
+        With ``path``, awscrt sends that file (``data``: its bytes, mapped)."""
         where = self._where(key)
         self.pacer.check("PUT", where)
         if self.on_request is not None:
@@ -295,7 +317,7 @@ class CrtS3Store(S3Store):
         # s3kv's checksum header covers the bytes.
         self.start(
             "PUT", key, call, headers=headers, body=data, on_headers=on_headers,
-            kind=s3.S3RequestType.PUT_OBJECT,
+            kind=s3.S3RequestType.PUT_OBJECT, send_filepath=path,
         )
         return call.cancel
 
@@ -343,6 +365,23 @@ class CrtS3Store(S3Store):
         if len(data) != answer.size:
             raise cut_short("GET", where, len(data), answer.size)
         return data, answer.info()
+
+    @reported
+    def get_to_path(self, key: str, path: str, *, max_bytes: int) -> ObjectInfo:
+        """awscrt writes the object into the file at ``path`` in C (``recv_filepath``),
+        its answer held to the same rules as every GET (its token, the range asked, at
+        most ``max_bytes``: a larger object is refused from its headers)."""
+        if self._trace:
+            trace({"op": "GetObject", "bucket": self.bucket, "key": key})
+        where = self._where(key)
+        try:
+            _, answer = small_get(self, key, where, max_bytes, path=path)
+        except RangeNotSatisfiable:
+            return ObjectInfo(key=key, size=0)  # a 0-byte object: its callers judge it
+        got = os.stat(path).st_size
+        if got != answer.size:
+            raise cut_short("GET", where, got, answer.size)
+        return answer.info()
 
     @reported
     def head(self, key: str) -> ObjectInfo | None:

@@ -145,6 +145,10 @@ class Call:
     def expire(self) -> None:
         self.stop("stalled")
 
+    def moved(self) -> None:
+        """Bytes moved (a body awscrt writes to a file reports only its progress)."""
+        self.last = time.monotonic()
+
     def cancel(self) -> None:
         self.stop("cancelled")
 

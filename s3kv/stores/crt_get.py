@@ -215,13 +215,14 @@ class BlockGet:
 
 
 def small_get(store: Sender, key: str, where: str, max_bytes: int | None, *,
-              look: bool = False) -> tuple[bytes, Answer]:
+              look: bool = False, path: str | None = None) -> tuple[bytes, Answer]:
     """One GET of ``key``, bound to its request (its token echoed, the range asked
     answered), run to its end: its body and its answer. At most ``max_bytes`` bytes
     (None: the whole object) are asked, and a larger object is refused from the headers;
-    ``look``: its first ``max_bytes`` bytes whatever its size (a presence look). What it
-    met is raised: the store's error (:class:`.rules.RangeNotSatisfiable` for a 0-byte
-    object), or the refusal."""
+    ``look``: its first ``max_bytes`` bytes whatever its size (a presence look); ``path``:
+    awscrt writes the body into that file (no bytes returned). What it met is raised: the
+    store's error (:class:`.rules.RangeNotSatisfiable` for a 0-byte object), or the
+    refusal."""
     answer = Answer(key)
     token = request_token()
     call = Call(attempt_seconds(store.settings, max_bytes or 0))
@@ -248,7 +249,7 @@ def small_get(store: Sender, key: str, where: str, max_bytes: int | None, *,
     headers = [("Range", f"bytes=0-{max_bytes - 1}")] if max_bytes else []
     store.run(
         "GET", key, where, call, max_bytes or 0, query=f"{TOKEN_PARAMETER}={token}",
-        headers=headers, on_headers=on_headers, on_body=on_body,
-        kind=s3.S3RequestType.GET_OBJECT,
+        headers=headers, on_headers=on_headers, on_body=None if path else on_body,
+        kind=s3.S3RequestType.GET_OBJECT, recv_filepath=path,
     )
     return b"".join(chunk for _, chunk in sorted(chunks, key=lambda c: c[0])), answer

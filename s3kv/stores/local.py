@@ -14,12 +14,13 @@ import re
 import secrets
 import stat
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from s3kv.errors import InvalidKeyError, SizeMismatchError, StoreError
 from s3kv.integrity import Buffer
-from s3kv.stores.base import ObjectInfo, PutOptions, Store
+from s3kv.stores.base import ObjectInfo, PutOptions, Staged, Store
 from s3kv.stores.errors import from_os_error
 from s3kv.stores.hooks import reported
 
@@ -161,6 +162,52 @@ class LocalStore(Store):
         finally:
             _discard(tmp, parent)  # never raises: the cause above is what the caller sees
             os.close(parent)
+
+    @contextmanager
+    def staged(self, key: str) -> Iterator[Staged]:
+        """A temp file for ``key`` that a native writer fills by path, then published.
+
+        Its folder is opened as :meth:`put` opens it (``O_NOFOLLOW`` from the root), and
+        ``staged.path`` names the temp file through that descriptor
+        (``/proc/self/fd/<folder>/<tmp>``): whoever opens it resolves no folder again, so
+        a symlink swapped in meanwhile is never followed. The temp file is removed unless
+        ``staged.publish`` moved it into place.
+        """
+        path = self.path_for(key)
+        *folders, name = key.split("/")
+        try:
+            parent = self._open_folders(folders)
+        except OSError as exc:
+            raise from_os_error(exc, "write", str(path)) from exc
+        tmp = f"{name}_{secrets.token_hex(8)}{TMP_SUFFIX}"
+        try:
+            os.close(os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=parent))  # ours, not another's
+            yield Staged(f"/proc/self/fd/{parent}/{tmp}", str(path),
+                         lambda create_only: self._publish(tmp, name, parent, create_only))
+        except OSError as exc:
+            raise from_os_error(exc, "write", str(path)) from exc
+        finally:
+            _discard(tmp, parent)
+            os.close(parent)
+
+    @contextmanager
+    def opened(self, key: str) -> Iterator[tuple[str, int]]:
+        """``key``'s file held open (never through a symlink) for a native reader:
+        (``/proc/self/fd/<fd>``, its size)."""
+        path = self.path_for(key)
+        *folders, name = key.split("/")
+        try:
+            parent = self._open_folders(folders)
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            finally:
+                os.close(parent)
+        except OSError as exc:
+            raise from_os_error(exc, "read", str(path)) from exc
+        try:
+            yield f"/proc/self/fd/{fd}", os.fstat(fd).st_size
+        finally:
+            os.close(fd)
 
     def _open_folders(self, folders: Sequence[str]) -> int:
         """A descriptor of the key's folder, made where missing, under the root's real path.

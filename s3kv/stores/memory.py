@@ -1,4 +1,5 @@
-"""Copies between awscrt's buffers and the caller's, without holding the GIL.
+"""Copies between awscrt's buffers and the caller's, without holding the GIL; a file's
+pages mapped for reading.
 
 awscrt hands a GET's body to Python once per part and reads a PUT's body from Python once
 per part; the copy itself is a ``memmove`` through ctypes, which releases the GIL for its
@@ -9,6 +10,9 @@ schedules vLLM's requests (vLLM runs its offloading tiers inside EngineCore).
 from __future__ import annotations
 
 import ctypes
+import mmap
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def address_of(view: memoryview) -> int | None:
@@ -31,3 +35,18 @@ def copy_from(target: memoryview, source: memoryview, source_address: int | None
         target[:] = source
         return
     ctypes.memmove(target_address, source_address, len(source))
+
+
+@contextmanager
+def mapped(path: str, size: int) -> Iterator[memoryview]:
+    """The first ``size`` bytes of the file at ``path``, mapped read-only (no copy). The
+    file must hold at least that many; it is not to be truncated while mapped."""
+    if size == 0:
+        yield memoryview(b"")
+        return
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as area:
+        view = memoryview(area)
+        try:
+            yield view
+        finally:
+            view.release()

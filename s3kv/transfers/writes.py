@@ -50,14 +50,21 @@ def put_create_only(
     data: Buffer,
     options: PutOptions,
     settings: S3Settings,
+    *,
+    path: str | None = None,
 ) -> bool:
     """A create-only PUT under the retry policy; True if the object is the one we sent
-    and this call stored it (see :func:`landed` for what a 412 means)."""
+    and this call stored it (see :func:`landed` for what a 412 means). With ``path``,
+    ``data`` is that file's bytes and the store sends the file itself
+    (:meth:`s3kv.stores.Store.put_from_path`)."""
+    size = len(memoryview(data))
 
     def attempt() -> bool:
-        if store.put(key, data, options):
-            return True
-        return landed(store, key, options, len(memoryview(data)))
+        if path is not None:
+            sent = store.put_from_path(key, path, size, options)
+        else:
+            sent = store.put(key, data, options)
+        return sent or landed(store, key, options, size)
 
     return with_retries(attempt, settings)
 
