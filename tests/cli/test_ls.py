@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -86,10 +87,11 @@ def test_ls_fits_100_columns_for_the_demo_cache(tmp_path: Path, cache) -> None:
     # the age is a range: 1s..0s takes 3 columns more); size and age are human
     folder, *row = lines[1].split()
     assert row[:6] == ["bfloat16", "1/1/1/1", "0", "3", "6.0", "MiB"]
+    # written just now: seconds old (a loaded box has taken 10 s between the write and ls)
     if folder != ns.folder:
-        assert "..." in folder and row[6] in ("1s..0s", "2s..1s", "3s..2s"), lines[1]
+        assert "..." in folder and re.fullmatch(r"\d+s\.\.\d+s", row[6]), lines[1]
     else:
-        assert row[6] in ("0s", "1s", "2s", "3s")  # written just now
+        assert re.fullmatch(r"\d+s", row[6]) and int(row[6][:-1]) < 60, lines[1]
     # and its block size, below (vLLM's fs tier wrote the manifest: nothing recorded)
     assert lines[-3].split() == ["WRITTEN", "BLOCK", "SIZE", "CREATED", "(UTC)", "S3KV", "VLLM"]
     assert lines[-2].split() == [folder, "2.0", "MiB", "-", "-", "-"]
