@@ -12,6 +12,7 @@ can catch either the s3kv class or the matching built-in::
     │   ├── InvalidPrefixError                 key prefix or over-long key
     │   ├── NotAnS3KVKeyError                  a key outside the vLLM/s3kv layout
     │   ├── InvalidLocationError               s3://bucket/prefix URL or directory
+    │   ├── InvalidTenantError                 a tenant id outside the rule (s3kv.naming.tenants)
     │   └── SettingsError                      connection settings
     ├── ManifestError                          config.json unreadable or inconsistent
     │   ├── ManifestMissingError (FileNotFoundError)
@@ -20,7 +21,8 @@ can catch either the s3kv class or the matching built-in::
     ├── StoreError                             the object store or directory failed
     │   ├── ObjectNotFoundError (FileNotFoundError)
     │   ├── AccessDeniedError (PermissionError)
-    │   │   └── ExpiredCredentialsError        a session token or role credentials expired
+    │   │   ├── ExpiredCredentialsError        a session token or role credentials expired
+    │   │   └── CustomerKeyError               the object's SSE-C key is not the one sent
     │   ├── BucketNotFoundError (FileNotFoundError)
     │   ├── WrongRegionError                   the bucket lives in another region
     │   ├── ClockSkewError                     this host's clock is too far from the store's
@@ -79,6 +81,10 @@ class InvalidLocationError(InvalidInputError):
     """A location is neither ``s3://bucket[/prefix]`` nor a usable directory."""
 
 
+class InvalidTenantError(InvalidInputError):
+    """A tenant id breaks the rule of :mod:`s3kv.naming.tenants` (characters, length)."""
+
+
 class SettingsError(InvalidInputError):
     """Connection settings are invalid."""
 
@@ -129,6 +135,13 @@ class AccessDeniedError(StoreError, PermissionError):
 
 class ExpiredCredentialsError(AccessDeniedError):
     """The credentials were valid once and have expired (``ExpiredToken``): refresh them."""
+
+
+class CustomerKeyError(AccessDeniedError):
+    """The object is encrypted with a customer key (SSE-C) other than the one the request
+    carried, or the request carried none: another tenant's object, one written before the
+    secret was rotated, or a command run without ``--sse-c-secret-file``. Its bytes are
+    never served: a load fails (a tier recomputes), a lookup answers absent."""
 
 
 class WrongRegionError(StoreError):

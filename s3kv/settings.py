@@ -62,6 +62,7 @@ ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "multipart_chunk_bytes": ("S3KV_MULTIPART_CHUNK_BYTES",),
     "tag_blocks": ("S3KV_TAG_BLOCKS",),
     "data_path": ("S3KV_DATA_PATH",),
+    "sse_c_secret_file": ("S3KV_SSE_C_SECRET_FILE",),
 }
 
 
@@ -136,6 +137,21 @@ class S3Settings(BaseModel):
     """Block PUT/GET/HEAD on awscrt's native client (``crt``; ``auto`` picks it,
     :mod:`s3kv.stores.crt`) or on botocore. Listing, deletes, multipart uploads, copies
     and tags always use botocore."""
+
+    sse_c_secret_file: Path | None = None
+    """A file holding the operator's secret (at least 32 bytes; surrounding white space
+    is ignored): each tenant's objects are encrypted at rest with a key derived from it
+    and the tenant id (SSE-C, :mod:`s3kv.stores.sse_c`). Objects outside every tenant's
+    prefix are not encrypted. The secret is read when a store opens, never logged."""
+
+    @field_validator("sse_c_secret_file")
+    @classmethod
+    def _secret(cls, path: Path | None) -> Path | None:
+        if path is not None:
+            from s3kv.tenant_keys import read_secret
+
+            read_secret(path)  # a clear error now, not at the first request
+        return path
 
     @field_validator("ca_bundle", "proxy_ca_bundle")
     @classmethod

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent / "s3kv"
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", (
         "s3kv", "s3kv.errors", "s3kv.settings", "s3kv.integrity", "s3kv.progress", "s3kv.report",
-        "s3kv.retry", "s3kv.units",
+        "s3kv.retry", "s3kv.tenant_keys", "s3kv.units",
     )),
     ("keys and namespaces", ("s3kv.naming",)),
     ("stores", ("s3kv.stores",)),

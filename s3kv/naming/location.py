@@ -9,6 +9,7 @@ from pathlib import Path
 
 from s3kv.errors import InvalidLocationError, InvalidPrefixError, describe_value
 from s3kv.naming.keys import normalize_prefix
+from s3kv.naming.tenants import TENANTS_FOLDER, check_tenant, tenant_prefix
 
 # S3 bucket naming rules, plus the upper case and underscores older and on-prem buckets
 # allow: letters, digits, '.', '-', '_'; a letter or digit at both ends; 3 to 255 long.
@@ -45,6 +46,16 @@ class Location:
             return f"s3://{self.bucket}/{key}"
         assert self.path is not None
         return str(self.path / key)
+
+    def for_tenant(self, tenant: str) -> Location:
+        """Where ``tenant``'s namespaces live at this location: ``<prefix>/tenants/<tenant>``
+        (:mod:`s3kv.naming.tenants`); :class:`InvalidTenantError` for an id outside the
+        rule. A directory gets the same folders."""
+        if self.bucket is not None:
+            return Location(bucket=self.bucket, prefix=tenant_prefix(self.prefix, tenant))
+        assert self.path is not None
+        path = self.path / TENANTS_FOLDER / check_tenant(tenant)
+        return Location(bucket=None, prefix="", path=path, given=str(path))
 
     def __str__(self) -> str:
         return self.url

@@ -132,6 +132,9 @@ class CrtS3Store(S3Store):
         ``send_filepath``: awscrt reads the body from that file (``body`` is then only
         its length); ``recv_filepath``: awscrt writes the body there, in C."""
         fields = [("Host", self.target.host), *(headers or [])]
+        customer_key = self.customer_keys.key_for(key) if self.customer_keys else None
+        if customer_key is not None:  # the tenant's key, on every request to its objects
+            fields += customer_key.headers()
         if body is not None:
             fields.append(("Content-Length", str(len(body))))
         request = http.HttpRequest(
@@ -325,7 +328,15 @@ class CrtS3Store(S3Store):
         record: dict[str, Any] = {"op": "PutObject", "bucket": self.bucket, "key": key}
         if options.tags and self.settings.tag_blocks:
             record["tags"] = dict(options.tags)
-        trace({**record, "size": size})
+        trace({**record, **self._keyed(key), "size": size})
+
+    def _trace_get(self, key: str) -> None:
+        trace({"op": "GetObject", "bucket": self.bucket, "key": key, **self._keyed(key)})
+
+    def _keyed(self, key: str) -> dict[str, str]:
+        """Which tenant's key a request sent, for the trace: its MD5 (never the key)."""
+        customer_key = self.customer_keys.key_for(key) if self.customer_keys else None
+        return {} if customer_key is None else {"sse_c_key_md5": customer_key.md5_b64}
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -345,7 +356,7 @@ class CrtS3Store(S3Store):
         the buffer. Returns a function that cancels the read."""
         self.pacer.check("GET", self._where(key))
         if self._trace:
-            trace({"op": "GetObject", "bucket": self.bucket, "key": key})
+            self._trace_get(key)
         if self.on_request is not None:
             done = reporting_done(self.on_request, "get", key, buffer.nbytes, done)
         block = BlockGet(self, key, self._where(key), buffer, done)
@@ -356,7 +367,7 @@ class CrtS3Store(S3Store):
     def get(self, key: str, *, max_bytes: int | None = None) -> tuple[bytes, ObjectInfo]:
         """The whole object (a manifest, or a block of unknown destination)."""
         if self._trace:
-            trace({"op": "GetObject", "bucket": self.bucket, "key": key})
+            self._trace_get(key)
         where = self._where(key)
         try:
             data, answer = small_get(self, key, where, max_bytes)
@@ -388,7 +399,7 @@ class CrtS3Store(S3Store):
         """A look bound to its request, as :meth:`S3Store.head`: a GET of the object's
         first byte carrying a token, on awscrt."""
         if self._trace:
-            trace({"op": "GetObject", "bucket": self.bucket, "key": key})
+            self._trace_get(key)
         try:
             _, answer = small_get(self, key, self._where(key), 1, look=True)
         except RangeNotSatisfiable:

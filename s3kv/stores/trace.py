@@ -53,6 +53,10 @@ def trace_botocore(params: dict[str, Any], model: Any, **_: Any) -> None:
         record["tags"] = dict(parse_qsl(tagging))
     elif isinstance(tagging, dict):
         record["tags"] = {t["Key"]: t["Value"] for t in tagging.get("TagSet", ())}
+    if "SSECustomerKeyMD5" in params:  # which tenant's key (its MD5; never the key)
+        record["sse_c_key_md5"] = params["SSECustomerKeyMD5"]
+    if "CopySourceSSECustomerKeyMD5" in params:
+        record["copy_source_sse_c_key_md5"] = params["CopySourceSSECustomerKeyMD5"]
     if "Body" in params:
         record["size"] = determine_content_length(params["Body"])
     if "Delete" in params:

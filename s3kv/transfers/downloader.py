@@ -64,6 +64,7 @@ class Downloader(Transfer):
         style: KeyStyle = "s3kv",
         store: Store | None = None,
         concurrency: int | None = None,
+        executor: Executor | None = None,
         require_manifest: bool = True,
         lookup_fanout: int | None = None,
         presence_cache: PresenceCache | None = None,
@@ -76,6 +77,7 @@ class Downloader(Transfer):
             style=style,
             store=store,
             concurrency=concurrency,
+            executor=executor,
         )
         if block_size_bytes is not None and block_size_bytes <= 0:
             raise InvalidInputError(f"block_size_bytes must be positive; got {block_size_bytes}")

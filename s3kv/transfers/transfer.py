@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from s3kv.errors import (
@@ -63,6 +63,7 @@ class Transfer:
         style: KeyStyle = "s3kv",
         store: Store | None = None,
         concurrency: int | None = None,
+        executor: Executor | None = None,
     ) -> None:
         if not isinstance(namespace, Namespace):
             raise InvalidInputError(
@@ -75,7 +76,10 @@ class Transfer:
         self._owns_store = store is None
         self.store = store if store is not None else open_store(self.location, self.settings)
         self.concurrency = concurrency or self.settings.concurrency
-        self._executor: ThreadPoolExecutor | None = None
+        # A pool given is shared (the vLLM tier's, one per role for every tenant) and
+        # outlives this transfer; one made here is its own.
+        self._shared_executor = executor
+        self._executor: Executor | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -87,8 +91,10 @@ class Transfer:
             )
 
     @property
-    def executor(self) -> ThreadPoolExecutor:
+    def executor(self) -> Executor:
         self._check_open()
+        if self._shared_executor is not None:
+            return self._shared_executor
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(

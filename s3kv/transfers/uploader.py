@@ -87,11 +87,12 @@ class Uploader(Transfer):
         style: KeyStyle = "s3kv",
         store: Store | None = None,
         concurrency: int | None = None,
+        executor: Executor | None = None,
         vllm_version: str | None = None,
     ) -> None:
         super().__init__(
             location, namespace, settings=settings, style=style, store=store,
-            concurrency=concurrency,
+            concurrency=concurrency, executor=executor,
         )  # fmt: skip
         self.vllm_version = vllm_version
         self.damaged: dict[str, str] = {}

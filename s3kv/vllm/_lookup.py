@@ -30,6 +30,12 @@ under the same prefix with the same credentials before its first lookup, so a HE
 answers 403 there means "absent": :class:`LookupDownloader` says so, once in the log,
 instead of failing the lookup batch (vLLM would log it and answer MISS for every key of
 the batch, present ones included).
+
+With tenants, each request's keys are looked up under its tenant's prefix (``route``,
+the tier's :class:`~s3kv.vllm._tenants.TenantIO` of the request), and vLLM's cache of
+verdicts, keyed by OffloadKey alone, is kept apart per tenant: the key this manager
+files is the tenant's scope in front of the OffloadKey, so one tenant's HIT is never
+another's answer, even for identical tokens.
 """
 
 from __future__ import annotations
@@ -41,12 +47,13 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from vllm.v1.kv_offload.base import OffloadKey, ReqContext, get_offload_group_idx
 from vllm.v1.kv_offload.tiering.async_lookup import AsyncLookupManager
 
-from s3kv.errors import AccessDeniedError, TransferCancelledError
+from s3kv.errors import AccessDeniedError, CustomerKeyError, TransferCancelledError
+from s3kv.naming.keys import KeyMapper
 from s3kv.retry import with_retries
 from s3kv.stores import ObjectInfo
 from s3kv.transfers.downloader import Downloader
@@ -72,6 +79,7 @@ class LookupDownloader(Downloader):
     refused). The tier checked the manifest at start: a lookup never reads it."""
 
     _told = False
+    _told_key = False
     require_checksum = False
     stop: Callable[[], bool] | None = None
     """True when looks must stop (the store's breaker opened): a look's retries end."""
@@ -96,6 +104,11 @@ class LookupDownloader(Downloader):
 
         try:
             info = with_retries(look, self.settings)
+        except CustomerKeyError as exc:
+            if not self._told_key:
+                self._told_key = True
+                logger.warning("s3kv lookups: %s; taken as absent (recomputed)", exc)
+            return False
         except AccessDeniedError as exc:
             if not self._told:
                 self._told = True
@@ -108,6 +121,19 @@ class LookupDownloader(Downloader):
         if info is None:
             return False
         return not (self.require_checksum and info.checksum is None and not self.store.is_local)
+
+
+class Route(Protocol):
+    """Where one request's keys are looked up (the tier's ``TenantIO``)."""
+
+    scope: bytes
+    prober: LookupDownloader
+
+    def ready(self) -> bool:
+        """False: nothing is stored for it yet (every key absent, no request needed)."""
+
+
+Hits = Callable[[Sequence[OffloadKey], KeyMapper], None]
 
 
 @dataclass
@@ -181,13 +207,16 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
         tier_type: str,
         *,
         windowed_groups: Collection[int] = (),
-        on_hits: Callable[[Sequence[OffloadKey]], None] | None = None,
+        on_hits: Hits | None = None,
         guards: Guards | None = None,
+        route: Callable[[ReqContext], Route] | None = None,
     ) -> None:
         self._downloader = downloader
         self._windowed_groups = frozenset(windowed_groups)
         self._on_hits = on_hits
         self._guards = guards
+        self._route = route
+        self._probers = {id(downloader): downloader}  # every tenant's, for heads_sent
         self._counting = threading.Lock()
         self.cache_answers = self.inferred_answers = 0
         self.searches = self.rounds = self.expired = 0
@@ -198,8 +227,22 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
 
     @property
     def heads_sent(self) -> int:
-        """Presence requests sent for lookups."""
-        return self._downloader.looks
+        """Presence requests sent for lookups (every tenant's)."""
+        return sum(p.looks for p in list(self._probers.values()))
+
+    def lookup(self, key: OffloadKey, req_context: ReqContext) -> bool | None:
+        scope = self._route(req_context).scope if self._route is not None else b""
+        found: bool | None = super().lookup(scope + key if scope else key, req_context)
+        return found
+
+    def _prober(self, req_context: ReqContext) -> tuple[LookupDownloader, Route | None]:
+        """The request's prober (its tenant's), and its route."""
+        if self._route is None:
+            return self._downloader, None
+        route = self._route(req_context)
+        if id(route.prober) not in self._probers:
+            self._probers[id(route.prober)] = route.prober
+        return route.prober, route
 
     # -- vLLM's lookup thread -------------------------------------------------------------
 
@@ -281,14 +324,20 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
     # -- the search -----------------------------------------------------------------------
 
     def batch_lookup(self, keys: list[OffloadKey], req_context: ReqContext) -> Iterable[bool]:
+        down, route = self._prober(req_context)
+        if route is not None:
+            if route.scope:
+                keys = [k[len(route.scope) :] for k in keys]
+            if not route.ready():
+                return [False] * len(keys)
         answers: list[bool] = [False] * len(keys)
         by_chain = []
         for group, chain in chains(keys, req_context).items():
             chain_keys = [keys[i] for i in chain]
             if group in self._windowed_groups:
-                found = self._probe_each(chain_keys)
+                found = self._probe_each(down, chain_keys)
             else:
-                found = self._search(chain_keys)
+                found = self._search(down, chain_keys)
             for i, present in zip(chain, found):
                 answers[i] = present
             by_chain.append((chain_keys, found))
@@ -301,7 +350,7 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
                 return [False] * len(keys)
         if self._on_hits is not None:  # last use reaches S3 (renewal; never blocks)
             for chain_keys, found in by_chain:
-                self._on_hits([k for k, present in zip(chain_keys, found) if present])
+                self._on_hits([k for k, present in zip(chain_keys, found) if present], down.keys)
         return answers
 
     def shutdown(self) -> None:
@@ -309,18 +358,21 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def mark_miss(
-        self, keys: Collection[OffloadKey], *, absent: Collection[OffloadKey] | None = None
+        self, keys: Collection[OffloadKey], *, absent: Collection[OffloadKey] | None = None,
+        req_context: ReqContext | None = None,
     ) -> None:
         """After a failed load: vLLM's verdict for this request; and ours for the next
         about ``absent`` (default: all of ``keys``), which the presence cache holds
-        absent a while."""
-        super().mark_miss(keys)
-        presence, mapper = self._downloader.presence, self._downloader.keys
+        absent a while. ``req_context``: the request's, for its tenant's keys."""
+        down, route = (self._downloader, None) if req_context is None else self._prober(
+            req_context)
+        scope = route.scope if route is not None else b""
+        super().mark_miss([scope + k for k in keys] if scope else keys)
+        presence, mapper = down.presence, down.keys
         for key in keys if absent is None else absent:
             presence.put(mapper.key_for(key), False)
 
-    def _probe_each(self, keys: Sequence[OffloadKey]) -> list[bool]:
-        down = self._downloader
+    def _probe_each(self, down: Downloader, keys: Sequence[OffloadKey]) -> list[bool]:
         known = [down.presence.get(down.keys.key_for(k)) for k in keys]
         unknown = [i for i, a in enumerate(known) if a is None]
         with self._counting:
@@ -330,9 +382,8 @@ class S3AsyncLookupManager(AsyncLookupManager):  # type: ignore[misc]
                 known[i] = present
         return [bool(a) for a in known]
 
-    def _search(self, chain: Sequence[OffloadKey]) -> list[bool]:
+    def _search(self, down: Downloader, chain: Sequence[OffloadKey]) -> list[bool]:
         """Presence of a chain's keys: probed or cached where known, else by the boundary."""
-        down = self._downloader
         object_keys = [down.keys.key_for(k) for k in chain]
         known: list[bool | None] = [down.presence.get(k) for k in object_keys]
         n = len(chain)

@@ -32,6 +32,9 @@ logger = logging.getLogger("s3kv.vllm")
 Parents = Mapping[bytes, bytes]
 """A store job's keys to their parents' (:mod:`s3kv.vllm._chain`)."""
 
+Transfers = tuple[Uploader, Downloader]
+"""Whose prefix a job reads or writes (its tenant's); None: the runner's own."""
+
 
 @dataclass(frozen=True, slots=True)
 class Finished:
@@ -53,6 +56,7 @@ class _Queued:
     deadline: float | None
     limit: int | None
     present: frozenset[bytes]
+    transfers: Transfers | None = None
 
 
 class JobRunner:
@@ -98,14 +102,16 @@ class JobRunner:
         deadline: float | None = None,
         limit: int | None = None,
         present: frozenset[bytes] = frozenset(),
+        transfers: Transfers | None = None,
     ) -> None:
         """Queue a job; ``parents``: of a store job's keys (written with the blocks);
         ``deadline`` (``time.monotonic()``): cancel it then; ``present``: a store job's
         keys known stored (reported already present, nothing sent); ``limit``: store only
-        the first of the others (the rest are reported failed)."""
+        the first of the others (the rest are reported failed); ``transfers``: the
+        uploader and downloader of its tenant."""
         with self._idle:
             self._in_flight += 1
-        self._submitted.put(_Queued(job, parents or {}, deadline, limit, present))
+        self._submitted.put(_Queued(job, parents or {}, deadline, limit, present, transfers))
 
     def refuse(self, job: TransferJob, why: str) -> None:
         """Report a job failed at the next poll, without a request (and without a log
@@ -187,6 +193,7 @@ class JobRunner:
 
     def _start(self, item: _Queued) -> None:
         job, parents = item.job, item.parents
+        uploader, downloader = item.transfers or (self._uploader, self._downloader)
         bs = self._block_size
         rows, keys = [], []
         for key, cid in zip(job.keys, job.chunk_ids):
@@ -213,9 +220,9 @@ class JobRunner:
             self._done(Finished(job, report, expired=expired))
 
         if job.is_promotion:
-            s3job = self._downloader.submit_get_blocks(keys, into=rows, on_done=on_done)
+            s3job = downloader.submit_get_blocks(keys, into=rows, on_done=on_done)
         else:
-            s3job = self._uploader.submit_put_blocks(
+            s3job = uploader.submit_put_blocks(
                 zip(keys, rows), on_done=on_done, parents=parents
             )
         with self._idle:

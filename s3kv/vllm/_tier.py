@@ -6,6 +6,9 @@ pushed from vLLM's ``fs`` tier is found here and a cache pulled from here is fou
 it. vLLM's object-store tier (``ObjectStoreSecondaryTierManager``) stores the same keys,
 so this tier and that one read each other's blocks; ``style="vllm-obj"`` is accepted as
 an alias of the default ``"s3kv"``.
+
+With tenants (:mod:`s3kv.vllm._tenants`) each request's lookups, loads and stores go to
+its tenant's prefix, ``<prefix>/tenants/<tenant>/``, with the same keys below it.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from vllm.v1.kv_offload.tiering.base import (
 )
 
 from s3kv.errors import InvalidInputError
-from s3kv.naming.keys import KeyStyle
+from s3kv.naming.keys import KeyMapper, KeyStyle
 from s3kv.naming.location import parse_location
 from s3kv.ops.gc.renewal import DEFAULT_RENEW_AFTER_SECONDS
 from s3kv.settings import S3Settings
@@ -60,6 +63,8 @@ from s3kv.vllm._metrics import (
 from s3kv.vllm._readonly import StoreGate, check_manifest
 from s3kv.vllm._runner import Finished, JobRunner
 from s3kv.vllm._selfcheck import tier_namespace
+from s3kv.vllm._tenant_metrics import TenantMeter, tenant_metric_definitions
+from s3kv.vllm._tenants import TenantIO, TenantPolicy
 from s3kv.vllm._usage import parse_renew_after
 from s3kv.vllm._version import warn_if_untested
 from s3kv.vllm._wiring import open_tier_io, tier_settings
@@ -101,6 +106,12 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     failures in a row stop the tier asking the store until a probe finds it answering
     (:mod:`s3kv.vllm._health`); ``require_checksum=True`` refuses blocks stored without
     a checksum (:mod:`s3kv.vllm._loads`).
+
+    Tenants: a request's ``kv_transfer_params["s3kv_tenant"]`` names its tenant, whose
+    KV lives under ``<prefix>/tenants/<tenant>/`` (and, with ``sse_c_secret_file``, is
+    encrypted with the tenant's key). ``default_tenant`` is the tenant of requests that
+    name none; ``require_tenant=True`` (implied by ``sse_c_secret_file``) offloads none
+    of them instead. A request whose tenant breaks the rule is never offloaded.
     """
 
     medium: ClassVar[Medium] = Medium.STORAGE
@@ -121,6 +132,8 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         locality: str | None = None,
         backpressure_detector: BackpressureDetector | None = None,
         renew_after: float | str | None = DEFAULT_RENEW_AFTER_SECONDS,
+        default_tenant: str | None = None,
+        require_tenant: bool = False,
         **settings: Any,
     ) -> None:
         self.metrics = TierMeter(tier_label(offloading_spec, tier_type, url))
@@ -147,6 +160,11 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         self.namespace = tier_namespace(offloading_spec, tier_type=tier_type)
         warn_if_untested(tier_type)
         self.settings = tier_settings(S3Settings.resolve(**settings))
+        self.tenancy = TenantPolicy(
+            default_tenant=default_tenant,
+            require_tenant=require_tenant or self.settings.sse_c_secret_file is not None,
+        )
+        self.tenant_metrics = TenantMeter(self.metrics)
         location = parse_location(url)
         io = open_tier_io(
             location,
@@ -159,15 +177,22 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             wait_seconds=self._budget.seconds,
             require_checksum=_flag("require_checksum", require_checksum),
             listeners=(self.health.on_request, self.cost.on_request),
+            read_only=read_only,
         )
         self.store, self.uploader, self.downloader = io.store, io.uploader, io.downloader
         self.usage, self.renewer, self._prober = io.usage, io.usage.renewer, io.prober
-        self.uploader.on_write_refused = lambda exc: self.health.writes_refused(str(exc))
-        self._prober.stop = lambda: self.health.is_open
-        if read_only:
-            check_manifest(self.downloader, tier_type=tier_type)
-        else:
-            self.uploader.ensure_manifest()
+        self.tenants = io.tenants
+        self.tenants.on_new = self._hook
+        self._hook(self.tenants.base)
+        # The manifest of where requests without a tenant go, as a tier without tenants
+        # has always done: a store that cannot be reached fails engine start.
+        first: TenantIO | None = self.tenants.io(self.tenancy.default_tenant)
+        if self.tenancy.default_tenant is None and self.tenancy.require_tenant:
+            first = None  # every request names its tenant: their manifests, on first use
+        if first is not None and read_only:
+            check_manifest(first.downloader, tier_type=tier_type)
+        elif first is not None:
+            first.uploader.ensure_manifest()
 
         self._tokens = chunk_tokens(offloading_spec)
         rows = primary_kv_view.cast("B")
@@ -192,14 +217,16 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             self._quiet,
         )  # fmt: skip
         self._lookup_manager = S3AsyncLookupManager(
-            self._prober, tier_type, windowed_groups=windowed, on_hits=self._used, guards=guards
+            self._prober, tier_type, windowed_groups=windowed, on_hits=self._used,
+            guards=guards, route=self._route,
         )
         logger.info(
-            "s3kv tier %r: %s (%s keys, folder %s)",
+            "s3kv tier %r: %s (%s keys, folder %s)%s",
             tier_type,
             location.url,
             style,
             self.namespace.folder,
+            self._tenancy_text(location.url),
         )
         if read_only:
             logger.info(
@@ -208,9 +235,39 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
                 tier_type,
             )
 
+    def _hook(self, io: TenantIO) -> None:
+        """The tier's hooks on a tenant's transfers (the base location's too)."""
+        io.uploader.on_write_refused = lambda exc: self.health.writes_refused(str(exc))
+        io.prober.stop = lambda: self.health.is_open
+
+    def _tenancy_text(self, url: str) -> str:
+        policy = self.tenancy
+        if policy.default_tenant is not None:
+            text = f"; tenants under {url}/tenants/, default tenant {policy.default_tenant}"
+        elif policy.require_tenant:
+            text = f"; tenants under {url}/tenants/, requests naming none not offloaded"
+        else:
+            text = ""
+        if self.settings.sse_c_secret_file is not None:
+            text += "; each tenant's objects encrypted with its own key (SSE-C)"
+        return text
+
     # -- lookups ------------------------------------------------------------------------
 
+    def _io(self, req_context: ReqContext) -> TenantIO | None:
+        """The transfers of the request's tenant; None: the request is not offloaded."""
+        who = self.tenancy.of(req_context)
+        if who.refused:
+            return None
+        io = self.tenants.io(who.tenant)
+        return None if io.locked_out() else io
+
+    def _route(self, req_context: ReqContext) -> TenantIO:
+        return self.tenants.io(self.tenancy.of(req_context).tenant)
+
     def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
+        if self._io(req_context) is None:
+            return LookupResult.MISS
         self._budget.start(req_context.req_id)  # the request's wait starts here
         found = self._lookup_manager.lookup(key, req_context)
         if found is None:
@@ -218,6 +275,9 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         return LookupResult.HIT if found else LookupResult.MISS
 
     def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
+        who = self.tenancy.of(req_context)  # read once, kept in the request's context
+        if who.refused:
+            self.tenant_metrics.not_offloaded(who.refused)
         return RequestOffloadingContext()
 
     def on_request_finished(self, req_context: ReqContext) -> None:
@@ -229,14 +289,18 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
 
     def touch(self, keys: Collection[OffloadKey], req_context: ReqContext) -> None:
         """vLLM marks chunks used: renew them (blocks this tier never read are HEADed)."""
+        io = self._io(req_context)
+        if io is None:
+            return
         ordered = list(keys)
         for chain in chains(ordered, req_context).values():
-            self._used([ordered[i] for i in chain], probe_unknown=True)
+            self._used([ordered[i] for i in chain], io.keys, probe_unknown=True)
 
-    def _used(self, chain: Sequence[OffloadKey], *, probe_unknown: bool = False) -> None:
+    def _used(
+        self, chain: Sequence[OffloadKey], mapper: KeyMapper, *, probe_unknown: bool = False
+    ) -> None:
         """Blocks of one chain (in chain order) were used: queue their renewal."""
         if self.renewer is not None:
-            mapper = self.uploader.keys
             self.usage.used([mapper.key_for(k) for k in chain], probe_unknown=probe_unknown)
 
     # -- transfers ----------------------------------------------------------------------
@@ -248,30 +312,40 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             self._declined(len(keys), verdict)
             self._runner.refuse(job_metadata, f"store declined ({verdict})")
             return
+        io = self._io(job_metadata.req_context)
+        if io is None:  # its tenant field: nothing stored (counted when it came)
+            self._runner.refuse(job_metadata, "not offloaded (its tenant)")
+            return
         self._runner.submit(
             job_metadata,
             parents(keys, job_metadata.req_context, self._tokens),
             limit=1 if verdict == "trial" else None,  # after refused writes: one block
-            present=self._known_present(keys),
+            present=self._known_present(io, keys),
+            transfers=(io.uploader, io.downloader),
         )
 
-    def _known_present(self, keys: Sequence[OffloadKey]) -> frozenset[bytes]:
+    def _known_present(self, io: TenantIO, keys: Sequence[OffloadKey]) -> frozenset[bytes]:
         """Keys this tier knows stored (stored, loaded or found by it) and not damaged:
         vLLM asks to store what it recomputed after a failed or skipped load, and their
         bytes need not cross a slow link again to be refused as present."""
-        mapper, presence = self.uploader.keys, self.downloader.presence
-        damaged = self.uploader.damaged
+        mapper, presence = io.keys, self.downloader.presence
+        damaged = io.uploader.damaged
         return frozenset(
             k for k in keys
             if presence.get(object_key := mapper.key_for(k)) is True and object_key not in damaged
         )  # fmt: skip
 
     def submit_load(self, job_metadata: TransferJob) -> None:
+        io = self._io(job_metadata.req_context)
+        if io is None:  # never looked up as a HIT; answered failed all the same
+            self._runner.refuse(job_metadata, "not offloaded (its tenant)")
+            return
         if self.health.is_open:
             self._runner.refuse(job_metadata, "the store's breaker is open")
             return
         deadline = self._budget.deadline(job_metadata.req_context.req_id)
-        self._runner.submit(job_metadata, deadline=deadline)
+        self._runner.submit(job_metadata, deadline=deadline,
+                            transfers=(io.uploader, io.downloader))
 
     def get_finished_jobs(self) -> Iterable[JobResult]:
         return [self._result(f) for f in self._runner.finished()]
@@ -316,10 +390,11 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         good = set(ok)
         failed = [k for k in keys if k not in good]
         gone = set(report.missing) if report is not None else set()
-        mapper = self.uploader.keys
-        damaged = self.uploader.damaged
+        io = self._route(job.req_context)
+        mapper, damaged = io.keys, io.uploader.damaged
         self._lookup_manager.mark_miss(
-            failed, absent=[k for k in failed if k in gone or mapper.key_for(k) in damaged]
+            failed, absent=[k for k in failed if k in gone or mapper.key_for(k) in damaged],
+            req_context=job.req_context,
         )
         return JobResult(job.job_id, False, ok or None, seconds, nbytes)
 
@@ -330,6 +405,8 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         if finished.refused:
             return  # declined without a request: counted when declined
         self.metrics.on_job(is_load=job.is_promotion, report=report)
+        tenant = self.tenancy.of(job.req_context).tenant
+        self.tenant_metrics.on_job(tenant, is_load=job.is_promotion, report=report)
         kind = "load" if job.is_promotion else "store"
         if finished.expired:
             self.metrics.count(BUDGET_EXPIRED, "load")
@@ -359,10 +436,10 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
                 len(report.missing),
                 f" ({why})" if why else "",
             )
-        mapper = self.uploader.keys
+        mapper = self._route(job.req_context).keys
         if job.is_promotion:
             done = set(report.done)
-            self._used([k for k in job.keys if k in done])  # chain order, as vLLM gave it
+            self._used([k for k in job.keys if k in done], mapper)  # in vLLM's chain order
         else:
             stored = [mapper.key_for(key) for key in report.done + report.already_present]
             for object_key in stored:
@@ -385,7 +462,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     def build_metric_definitions(
         cls, extra_config: dict[str, Any]
     ) -> dict[str, OffloadingMetricMetadata]:
-        return metric_definitions()
+        return {**metric_definitions(), **tenant_metric_definitions()}
 
     def get_stats(self) -> OffloadingConnectorStats | None:
         lookups = self._lookup_manager
@@ -416,8 +493,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             self.renewer.close()  # what it had queued is dropped: renewal is best effort
         self._runner.shutdown(timeout=SHUTDOWN_TIMEOUT_SECONDS)
         self._deadlines.close()
-        for transfer in (self._prober, self.downloader, self.uploader):
-            transfer.close(wait=False)
+        self.tenants.close()  # every tenant's transfers, then the base location's
         self.store.close()
 
     # -- the store's health -------------------------------------------------------------

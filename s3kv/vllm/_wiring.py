@@ -8,6 +8,10 @@
       -> MeteredDownloader (loads: counts checksum failures, remembers damaged copies)
       -> LookupDownloader (lookups, threads of their own: a HEAD answered 403 is absent)
 
+Each tenant gets those three transfers of its own (:class:`s3kv.vllm._tenants.TenantIO`:
+its prefix, its manifest) on the same store, presence cache and thread pools: the
+base location's transfers own the pools, a tenant's borrow them.
+
 No store is wrapped: a request is measured where it is sent (:mod:`s3kv.stores.hooks`),
 with the attempt its retry loop gave it. Loads and lookups share one presence cache, and
 retry no longer than a request's wait budget (``wait_seconds``): past it the request is
@@ -36,6 +40,7 @@ from s3kv.transfers.uploader import Uploader
 from s3kv.vllm._loads import MeteredDownloader
 from s3kv.vllm._lookup import LOOKUP_THREADS, LookupDownloader
 from s3kv.vllm._metrics import TierMeter
+from s3kv.vllm._tenants import TenantIO, Tenants
 from s3kv.vllm._usage import UsageTracker
 from s3kv.vllm._version import installed_vllm
 
@@ -66,6 +71,8 @@ class TierIO:
     prober: LookupDownloader
     """Lookups' downloader: its own threads, so HEADs never queue behind loads."""
     usage: UsageTracker
+    tenants: Tenants
+    """The base location's transfers (those above) and each tenant's, made on first use."""
 
 
 def open_tier_io(
@@ -80,6 +87,7 @@ def open_tier_io(
     wait_seconds: float,
     require_checksum: bool = False,
     listeners: Sequence[Callable[[RequestEvent], None]] = (),
+    read_only: bool = False,
 ) -> TierIO:
     c = settings.concurrency
     lookup_threads = max(LOOKUP_THREADS, c // 4)
@@ -109,30 +117,37 @@ def open_tier_io(
 
     store.on_request = on_request  # before the first request: the manifest's
     common: dict[str, Any] = {"style": style, "store": store}
-    uploader = Uploader(
-        location,
-        namespace,
-        concurrency=2 * c,
-        vllm_version=_vllm_version(),  # recorded in the manifest it creates
-        settings=settings,
-        **common,
-    )
-    uploader.recheck_beside = True  # never a request on the dispatch thread
     waiting = settings.model_copy(update={"deadline_seconds": wait_seconds})
-    prober = LookupDownloader(
-        location,
-        namespace,
-        concurrency=lookup_threads,
-        presence_cache=presence,
-        settings=waiting,
-        **common,
-    )
-    prober.require_checksum = require_checksum
-    return TierIO(
-        store=store,
-        uploader=uploader,
-        downloader=MeteredDownloader(
-            location,
+
+    def transfers(where: Location, tenant: str | None = None,
+                  base: TenantIO | None = None) -> TenantIO:
+        pools: dict[str, Any] = {"up": {}, "down": {}, "probe": {}}
+        if base is not None:  # a tenant's borrow the base location's pools
+            pools = {"up": {"executor": base.uploader.executor},
+                     "down": {"executor": base.downloader.executor},
+                     "probe": {"executor": base.prober.executor}}
+        uploader = Uploader(
+            where,
+            namespace,
+            concurrency=2 * c,
+            vllm_version=_vllm_version(),  # recorded in the manifest it creates
+            settings=settings,
+            **pools["up"],
+            **common,
+        )
+        uploader.recheck_beside = True  # never a request on the dispatch thread
+        prober = LookupDownloader(
+            where,
+            namespace,
+            concurrency=lookup_threads,
+            presence_cache=presence,
+            settings=waiting,
+            **pools["probe"],
+            **common,
+        )
+        prober.require_checksum = require_checksum
+        downloader = MeteredDownloader(
+            where,
             namespace,
             concurrency=c,
             meter=meter,
@@ -140,8 +155,19 @@ def open_tier_io(
             damaged=uploader.damaged,
             require_checksum=require_checksum,
             settings=waiting,
+            **pools["down"],
             **common,
-        ),
+        )
+        return TenantIO(tenant, uploader, downloader, prober, read_only=read_only)
+
+    base = transfers(location)
+    downloader, prober = base.downloader, base.prober
+    assert isinstance(downloader, MeteredDownloader) and isinstance(prober, LookupDownloader)
+    return TierIO(
+        store=store,
+        uploader=base.uploader,
+        downloader=downloader,
         prober=prober,
         usage=usage,
+        tenants=Tenants(base, lambda t: transfers(location.for_tenant(t), t, base)),
     )
