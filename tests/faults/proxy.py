@@ -60,6 +60,10 @@ by name (None: forward as is):
 ``fake-put``
     answer a PUT 200 with an ETag without forwarding it or echoing its checksum (a
     middlebox faking answers).
+``wrong-key``
+    Ceph RGW's answer to a GET of an object encrypted with a customer key (SSE-C) that
+    carries another key or none (400 InvalidArgument): moto keeps no key, so
+    :class:`CustomerKeys` plays the store's side of SSE-C as a rule.
 
 ``rename_host`` forwards with the upstream's own ``Host`` (moto's server takes an unknown
 host name for a bucket; a store that checks signatures must get the client's).
@@ -151,6 +155,33 @@ def once_per_block(fault: str, method: str) -> Rule:
         return fault
 
     return rule
+
+
+class CustomerKeys:
+    """SSE-C as a store keeps it, as a rule: the key (its MD5) an object was written with
+    is remembered, and a GET of it with another key or none is answered ``wrong-key``
+    (moto's server stores SSE-C objects in the clear and serves them to any request)."""
+
+    HEADER = "x-amz-server-side-encryption-customer-key-MD5"
+
+    def __init__(self) -> None:
+        self.written: dict[str, str] = {}
+        self.refused: list[Request] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, request: Request) -> str | None:
+        sent = request.header(self.HEADER)
+        if request.method == "PUT" and not request.query and sent:
+            with self._lock:  # create-only: the first write's key is the object's
+                self.written.setdefault(request.path, sent)
+            return None
+        if request.method == "GET" and not request.is_listing:
+            kept = self.written.get(request.path)
+            if kept is not None and sent != kept:
+                with self._lock:
+                    self.refused.append(request)
+                return "wrong-key"
+        return None
 
 
 def slow_puts(request: Request) -> str | None:
@@ -476,6 +507,7 @@ S3_ANSWERS: dict[str, tuple[int, str, list[tuple[str, str]]]] = {
     "region": (301, "PermanentRedirect", [("x-amz-bucket-region", "eu-west-1")]),
     "expired": (400, "ExpiredToken", []),
     "precondition": (412, "PreconditionFailed", []),
+    "wrong-key": (400, "InvalidArgument", []),
 }
 """Faults that are S3's own error answers, with the headers S3 sends along."""
 
@@ -557,8 +589,15 @@ def _head_answer(headers: list[tuple[str, str]], length: int) -> bytes:
     return _head(200, [(k, v) for k, v in headers if k.lower() not in skip], size)
 
 
+MESSAGES = {
+    "InvalidArgument": "The calculated MD5 hash of the key did not match the hash that was "
+    "provided.",  # Ceph RGW 16's, to a GET with another customer key
+}
+
+
 def _error(code: str) -> bytes:
-    return f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()
+    message = MESSAGES.get(code, "injected")
+    return f"<Error><Code>{code}</Code><Message>{message}</Message></Error>".encode()
 
 
 def _reset(conn: Any) -> None:
