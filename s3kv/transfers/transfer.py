@@ -9,11 +9,14 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from s3kv.errors import (
+    AccessDeniedError,
     ClosedError,
+    CustomerKeyError,
     InvalidInputError,
     InvalidKeyError,
     ManifestError,
     ObjectNotFoundError,
+    S3KVError,
 )
 from s3kv.naming.keys import KeyMapper, KeyStyle, make_offload_key
 from s3kv.naming.location import Location, parse_location
@@ -112,10 +115,26 @@ class Transfer:
             data = read_capped(self.store, key, self.settings)
         except ObjectNotFoundError:
             return None
+        except CustomerKeyError:
+            raise
+        except AccessDeniedError:
+            # A policy whose ListBucket is held to a prefix gets 403 for a missing key on
+            # Ceph RGW (a tenant's role, terraform/modules/aws-tenant): a listing of
+            # exactly the key tells a missing manifest from a forbidden one.
+            if not self._listed(key):
+                return None
+            raise
         try:
             return Namespace.from_manifest(data, rank=self.namespace.rank)
         except ManifestError as exc:
             raise ManifestError(f"{self.url_for(key)}: {exc}") from None
+
+    def _listed(self, key: str) -> bool:
+        """Whether a listing names ``key`` (True too when the listing is refused)."""
+        try:
+            return any(info.key == key for info in self.store.list(key))
+        except S3KVError:
+            return True
 
     def close(self, *, wait: bool = True) -> None:
         """Stop the pool (waiting for running blocks unless ``wait=False``); later calls

@@ -129,13 +129,14 @@ def test_each_tenant_is_written_and_read_with_its_own_key(
 def test_a_wrong_key_or_none_serves_no_byte(world: World, data_path: str, tmp_path: Path) -> None:
     loc = parse_location(f"s3://{world.bucket}/team/kv").for_tenant("acme")
     ks = keys(2)
-    with Uploader(loc, NS, settings=_settings(world, data_path, _secret_file(tmp_path, SECRET))) as up:
+    writing = _settings(world, data_path, _secret_file(tmp_path, SECRET))
+    with Uploader(loc, NS, settings=writing) as up:
         up.put_blocks(dict(zip(ks, rows(2))))
     other = _secret_file(tmp_path, OTHER_SECRET, "rotated")
     for secret in (other, None):
-        with Downloader(loc, NS, settings=_settings(world, data_path, secret)) as down:
-            with pytest.raises(CustomerKeyError):  # the manifest is the tenant's too
-                down.get_blocks(ks, into=list(np.zeros((2, BLOCK), dtype=np.uint8)))
+        with (Downloader(loc, NS, settings=_settings(world, data_path, secret)) as down,
+              pytest.raises(CustomerKeyError)):  # the manifest is the tenant's too
+            down.get_blocks(ks, into=list(np.zeros((2, BLOCK), dtype=np.uint8)))
     manifest = f"{loc.prefix}/{NS.folder}/config.json"
     world.client.delete_object(Bucket=world.bucket, Key=manifest)  # to reach the blocks
     if world.rule is not None:

@@ -88,3 +88,40 @@ def grant_reader(owner_client: Any, bucket: str, prefix: str, user: RGWUser) -> 
     policy = reader_policy(bucket, prefix, user.arn)
     owner_client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
     return policy
+
+
+def tenant_policy(bucket: str, prefix: str, users: dict[str, RGWUser]) -> dict[str, Any]:
+    """terraform/modules/documents' writer grants for each tenant's prefix
+    (``<prefix>/tenants/<tenant>/``: what terraform/modules/aws-tenant gives a tenant's
+    role), as one bucket policy naming each tenant's user."""
+    statements: list[dict[str, Any]] = []
+    for tenant, user in users.items():
+        key_prefix = f"{prefix.strip('/')}/tenants/{tenant}/"
+        principal = {"AWS": [user.arn]}
+        statements += [
+            {
+                "Sid": f"ListTenantPrefix{len(statements)}",
+                "Effect": "Allow",
+                "Principal": principal,
+                "Action": ["s3:ListBucket"],
+                "Resource": [f"arn:aws:s3:::{bucket}"],
+                "Condition": {"StringLike": {"s3:prefix": [f"{key_prefix}*"]}},
+            },
+            {
+                "Sid": f"TenantObjects{len(statements)}",
+                "Effect": "Allow",
+                "Principal": principal,
+                "Action": ["s3:GetObject", "s3:GetObjectTagging", "s3:PutObject",
+                           "s3:PutObjectTagging", "s3:DeleteObject"],
+                "Resource": [f"arn:aws:s3:::{bucket}/{key_prefix}*"],
+            },
+        ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def grant_tenants(owner_client: Any, bucket: str, prefix: str,
+                  users: dict[str, RGWUser]) -> dict[str, Any]:
+    """Set :func:`tenant_policy` on ``bucket`` (as its owner); returns the policy set."""
+    policy = tenant_policy(bucket, prefix, users)
+    owner_client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
+    return policy

@@ -58,10 +58,12 @@ def positioned(ctx: ReqContext, keys: Sequence[OffloadKey], tokens: int = 16) ->
     return ctx
 
 
-def store(manager: Any, keys: Sequence[OffloadKey], seed: int, req: str = "w") -> np.ndarray:
-    """Store ``keys`` in the primary tier as the worker would; vLLM cascades them."""
+def store(manager: Any, keys: Sequence[OffloadKey], seed: int, req: str = "w",
+          params: dict[str, Any] | None = None) -> np.ndarray:
+    """Store ``keys`` in the primary tier as the worker would; vLLM cascades them.
+    ``params``: the request's ``kv_transfer_params`` (its tenant)."""
     rows = np.asarray(manager.primary_tier.get_kv_memoryview())
-    ctx = positioned(ReqContext(req_id=req), keys)
+    ctx = positioned(ReqContext(req_id=req, kv_transfer_params=params), keys)
     with harness.locked(manager):
         manager.on_new_request(ctx)
         out = manager.prepare_store(list(keys), ctx)
@@ -77,14 +79,16 @@ def store(manager: Any, keys: Sequence[OffloadKey], seed: int, req: str = "w") -
 
 
 def load(manager: Any, keys: Sequence[OffloadKey], req: str = "r",
-         timeout: float = 30.0) -> tuple[list[LookupResult], np.ndarray | None]:
-    """Empty the primary tier, look ``keys`` up until settled, promote what hits."""
+         timeout: float = 30.0, params: dict[str, Any] | None = None,
+         ) -> tuple[list[LookupResult], np.ndarray | None]:
+    """Empty the primary tier, look ``keys`` up until settled, promote what hits.
+    ``params``: the request's ``kv_transfer_params`` (its tenant)."""
     with harness.locked(manager):
         manager.reset_cache()
         if hasattr(manager, "on_reset_flushed"):  # 0.33's second phase
             manager.on_reset_flushed()
     rows = np.asarray(manager.primary_tier.get_kv_memoryview())
-    ctx = positioned(ReqContext(req_id=req), keys)
+    ctx = positioned(ReqContext(req_id=req, kv_transfer_params=params), keys)
     with harness.locked(manager):
         manager.on_new_request(ctx)
     deadline = time.monotonic() + timeout
