@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from s3kv.cli import jsondoc
-from s3kv.cli.options import add_common, add_connection, settings_from_args
+from s3kv.cli.options import add_common, add_connection, settings_from_args, tenant_from_args
 from s3kv.cli.progress import summary
 from s3kv.errors import InvalidInputError, plural
 
@@ -57,16 +57,18 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from s3kv.naming.tenants import tenant_prefix
     from s3kv.ops.demo import run_demo
 
     if not 1 <= args.blocks <= 4096:
         raise InvalidInputError(f"--blocks {args.blocks}: give 1 to 4096")
     say = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    tenant = tenant_from_args(args)
     report = run_demo(
         settings_from_args(args),
         endpoint_url=args.endpoint_url,
         bucket=args.bucket,
-        prefix=args.prefix,
+        prefix=args.prefix if tenant is None else tenant_prefix(args.prefix, tenant),
         blocks=args.blocks,
         say=say,
         keep=Path(args.keep) if args.keep else None,

@@ -7,7 +7,13 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from s3kv.cli import jsondoc
-from s3kv.cli.options import add_allow_empty, add_common, add_connection, settings_from_args
+from s3kv.cli.options import (
+    add_allow_empty,
+    add_common,
+    add_connection,
+    settings_from_args,
+    tenant_locations,
+)
 from s3kv.cli.progress import summary, watching
 from s3kv.cli.syncing import print_nested
 from s3kv.errors import InvalidInputError, plural
@@ -134,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     window = args.chain_window
     with watching("gc", resume=RESUME) as progress:
         report = gc(
-            args.location,
+            tenant_locations(args, args.location)[0],
             older_than=args.older_than,
             max_bytes=args.max_bytes,
             uploads_older_than=DEFAULT_UPLOADS_OLDER_THAN if uploads is None else uploads,

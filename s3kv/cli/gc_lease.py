@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from s3kv.cli.options import settings_from_args
+from s3kv.cli.options import settings_from_args, tenant_locations
 from s3kv.errors import InvalidInputError
 from s3kv.ops.gc.lease import LeaseInfo, break_lease
 
@@ -32,9 +32,10 @@ def break_lease_command(args: argparse.Namespace) -> int:
             )
         return input(PROMPT).strip().lower() in ("y", "yes")
 
-    held, broken = break_lease(args.location, settings=settings_from_args(args), confirm=confirm)
+    (location,) = tenant_locations(args, args.location)
+    held, broken = break_lease(location, settings=settings_from_args(args), confirm=confirm)
     if held is None:
-        print(f"no gc lease at {args.location}: nothing to break")
+        print(f"no gc lease at {location}: nothing to break")
         return 0
     if broken:
         print(f"removed the gc lease held by {held.holder}; run gc again")

@@ -128,6 +128,11 @@ def ls(inv: Inventory) -> dict[str, Any]:
         "stray_keys": inv.stray_keys,
         "stray_examples": list(inv.stray_examples),
         "nested": nested(inv.nested),
+        "tenants": [
+            {"tenant": t.tenant, "location": t.location, "namespaces": t.namespaces,
+             "blocks": t.blocks, "bytes": t.bytes}
+            for t in inv.tenants
+        ],
         "seconds": inv.seconds,
         "namespaces": [
             {

@@ -7,7 +7,14 @@ import sys
 from typing import Any
 
 from s3kv.cli import jsondoc
-from s3kv.cli.options import add_common, add_namespace, dumps, namespace_from_args
+from s3kv.cli.options import (
+    add_common,
+    add_namespace,
+    add_tenant,
+    dumps,
+    namespace_from_args,
+    tenant_from_args,
+)
 from s3kv.errors import InvalidKeyError
 
 EXAMPLES = """\
@@ -62,6 +69,7 @@ def register(sub: Any) -> None:
         help="key layout; 'vllm-obj' (vLLM's object-store tier) is an alias of 's3kv'",
     )
     add_namespace(parser)
+    add_tenant(parser, key_source=False)
     add_common(parser)
     parser.set_defaults(handler=run)
 
@@ -72,8 +80,15 @@ def run(args: argparse.Namespace) -> int:
     from s3kv.ops.scope import own_folder
 
     namespace = namespace_from_args(args)
+    from s3kv.naming.tenants import tenant_prefix
+
     location = parse_location(args.location) if args.location else None
+    tenant = tenant_from_args(args)
+    if location is not None and tenant is not None:
+        location = location.for_tenant(tenant)
     prefix = location.prefix if location else ""
+    if location is None and tenant is not None:
+        prefix = tenant_prefix("", tenant)
     mapper = KeyMapper(namespace, prefix=prefix, style=args.style)
 
     def address(key: str) -> str:

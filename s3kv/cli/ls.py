@@ -8,7 +8,13 @@ import sys
 from typing import Any
 
 from s3kv.cli import jsondoc
-from s3kv.cli.options import add_allow_empty, add_common, add_connection, settings_from_args
+from s3kv.cli.options import (
+    add_allow_empty,
+    add_common,
+    add_connection,
+    settings_from_args,
+    tenant_locations,
+)
 from s3kv.cli.progress import summary, watching
 from s3kv.cli.syncing import print_nested
 from s3kv.errors import InvalidInputError, plural
@@ -67,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     with watching("ls", resume="ls changes nothing; run it again.") as progress:
         inv = inventory(
-            args.location,
+            tenant_locations(args, args.location)[0],
             settings=settings_from_args(args),
             allow_empty=args.allow_empty,
             on_progress=progress,
@@ -84,9 +90,11 @@ def run(args: argparse.Namespace) -> int:
         for line in render(inv, width=width):
             print(line)
         print_nested(inv.location, inv.nested)
+    tenants = f", {plural(len(inv.tenants), 'tenant')}" if inv.tenants else ""
     summary(
         f"ls: {plural(len(inv.namespaces), 'namespace')}, {plural(inv.blocks, 'block')}, "
-        f"{format_bytes(inv.bytes)}, {plural(inv.stray_keys, 'stray key')} at {inv.location}",
+        f"{format_bytes(inv.bytes)}, {plural(inv.stray_keys, 'stray key')}{tenants} at "
+        f"{inv.location}",
         json_mode=args.json or args.prometheus,
     )
     return 0

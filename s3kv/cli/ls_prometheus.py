@@ -9,7 +9,8 @@ per time since last use, so a fleet graphs its bucket over time from a cron job:
 (the rename makes the file appear whole, as node_exporter's documentation asks). Every
 series carries ``location``; namespace series also ``folder`` and ``model``, and the
 split by last use ``last_use`` (``within_1h``, ``1h_to_1d``, ``1d_to_7d``, ``over_7d``:
-the keys of ``ls --json``'s ``bytes_by_last_use``). docs/metrics.md lists them.
+the keys of ``ls --json``'s ``bytes_by_last_use``); tenant series ``tenant``.
+docs/metrics.md lists them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ METRICS = {
     "blocks": "KV-cache blocks at a location, by namespace and time since last use.",
     "block_bytes": "A namespace's block size in bytes (its blocks' most common size).",
     "namespaces": "Namespaces directly under a location.",
+    "tenant_bytes": "Bytes of KV-cache blocks of each tenant under a location "
+    "(<location>/tenants/<tenant>).",
+    "tenant_blocks": "KV-cache blocks of each tenant under a location.",
     "stray_keys": "Keys under a location outside vLLM's layout (see s3kv verify).",
     "listing_seconds": "How long s3kv ls took to list the location.",
     "listing_timestamp_seconds": "When s3kv ls listed the location (Unix time); alert "
@@ -50,6 +54,11 @@ def exposition(inv: Inventory, *, now: float | None = None) -> str:
         if ns.block_bytes is not None:
             samples["block_bytes"].append(_sample("block_bytes", labels, ns.block_bytes))
     samples["namespaces"].append(_sample("namespaces", where, len(inv.namespaces)))
+    for t in inv.tenants:
+        samples["tenant_bytes"].append(_sample("tenant_bytes", {**where, "tenant": t.tenant},
+                                               t.bytes))
+        samples["tenant_blocks"].append(_sample("tenant_blocks", {**where, "tenant": t.tenant},
+                                                t.blocks))
     samples["stray_keys"].append(_sample("stray_keys", where, inv.stray_keys))
     samples["listing_seconds"].append(_sample("listing_seconds", where, round(inv.seconds, 3)))
     samples["listing_timestamp_seconds"].append(

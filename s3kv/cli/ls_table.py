@@ -6,6 +6,7 @@ digest; into a file or a pipe (``width=None``) nothing is cut. A second table sp
 namespace's bytes by time since last use (what a lifecycle rule or ``gc --older-than``
 would take sits on the right); a third gives the block size and who created each
 manifest (s3kv's record in it: when, which s3kv, which vLLM; ``-`` where not recorded).
+A location with tenants gets one more: each tenant's namespaces, blocks and size.
 What is unusual (no manifest, a bad one) goes in notes below the tables, not a column.
 ``--json`` carries every field unabridged.
 """
@@ -26,6 +27,7 @@ HEADER = ("FOLDER", "DTYPE", "TP/PP/PCP/DCP", "RANKS", "BLOCKS", "SIZE", "AGE")
 RIGHT = {"BLOCKS", "SIZE"}  # numbers line up on the right
 LAST_USE_HEADER = ("LAST USED", "<1h", "1h-1d", "1d-7d", ">7d")
 WRITTEN_HEADER = ("WRITTEN", "BLOCK SIZE", "CREATED (UTC)", "S3KV", "VLLM")
+TENANTS_HEADER = ("TENANT", "NAMESPACES", "BLOCKS", "SIZE")
 assert len(LAST_USE_HEADER) == len(LAST_USE_BUCKETS) + 1
 
 
@@ -104,8 +106,19 @@ def render(
     limit, nothing cut)."""
     now = now or datetime.now(timezone.utc)
     under = parse_location(inv.location).prefix.rstrip("/")
-    rows = [HEADER, *(row(ns, now, under) for ns in inv.namespaces)]
-    lines, folder_width = _table(rows, width, right=lambda i: HEADER[i] in RIGHT)
+    lines: list[str] = []
+    folder_width: int | None = None
+    if inv.namespaces or not inv.tenants:
+        rows = [HEADER, *(row(ns, now, under) for ns in inv.namespaces)]
+        lines, folder_width = _table(rows, width, right=lambda i: HEADER[i] in RIGHT)
+    if inv.tenants:
+        tenants: list[tuple[str, ...]] = [TENANTS_HEADER]
+        tenants += [
+            (t.tenant, f"{t.namespaces:,}", f"{t.blocks:,}", format_bytes(t.bytes))
+            for t in inv.tenants
+        ]
+        more, _ = _table(tenants, width, right=lambda i: i > 0)
+        lines += ["", *more] if lines else more
     if inv.namespaces:
         used = [LAST_USE_HEADER] + [
             (

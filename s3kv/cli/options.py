@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
-from s3kv.errors import InvalidNamespaceError
+from s3kv.errors import InvalidInputError, InvalidNamespaceError
 
 if TYPE_CHECKING:
     from s3kv.naming.namespace import Namespace
@@ -160,6 +161,59 @@ def add_connection(
         dest="verify_tls",
         help="do not verify TLS certificates (testing only)",
     )
+    add_tenant(parser, key_source=True)
+
+
+TENANT_ENV = "S3KV_TENANT"
+
+
+def add_tenant(parser: argparse.ArgumentParser, *, key_source: bool) -> None:
+    """``--tenant`` (and, for commands that send requests, the key source)."""
+    group = parser.add_argument_group("tenants (docs/tenants.md)")
+    group.add_argument(
+        "--tenant",
+        metavar="NAME",
+        help=f"act on tenant NAME's part of each s3:// location, <prefix>/tenants/NAME "
+        f"(default: ${TENANT_ENV})",
+    )
+    if key_source:
+        group.add_argument(
+            "--sse-c-secret-file",
+            metavar="PATH",
+            help="the file of the secret each tenant's key is derived from: its objects are "
+            "written and read encrypted with that key (SSE-C; default: "
+            "$S3KV_SSE_C_SECRET_FILE)",
+        )
+
+
+def tenant_from_args(args: argparse.Namespace) -> str | None:
+    """The tenant a command acts for: ``--tenant``, else ``$S3KV_TENANT``, checked."""
+    from s3kv.naming.tenants import check_tenant
+
+    given = getattr(args, "tenant", None)
+    value = given if given is not None else os.environ.get(TENANT_ENV) or None
+    if value is None:
+        return None
+    return check_tenant(value, source="--tenant" if given is not None else f"${TENANT_ENV}")
+
+
+def tenant_locations(args: argparse.Namespace, *texts: str) -> list[str]:
+    """The command's locations, each ``s3://`` one moved to the tenant's part of it
+    (``<prefix>/tenants/<tenant>``) when a tenant is given; a directory is one cache as
+    it is. A tenant given to a command with no ``s3://`` location is refused."""
+    from s3kv.naming.location import parse_location
+
+    tenant = tenant_from_args(args)
+    if tenant is None:
+        return list(texts)
+    parsed = [parse_location(t) for t in texts]
+    if not any(loc.is_s3 for loc in parsed):
+        raise InvalidInputError(
+            f"--tenant {tenant} applies to s3:// locations (<prefix>/tenants/{tenant}); a "
+            "directory holds one cache as it is: give the tenant's directory itself"
+        )
+    return [loc.for_tenant(tenant).url if loc.is_s3 else text
+            for loc, text in zip(parsed, texts)]
 
 
 def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
@@ -176,6 +230,7 @@ def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Any:
         "ca_bundle": args.ca_bundle,
         "proxy_ca_bundle": args.proxy_ca_bundle,
         "verify_tls": args.verify_tls,
+        "sse_c_secret_file": getattr(args, "sse_c_secret_file", None),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return S3Settings.resolve(**values)

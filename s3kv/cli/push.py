@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from s3kv.cli.options import settings_from_args
+from s3kv.cli.options import settings_from_args, tenant_locations
 from s3kv.cli.syncing import add_sync_flags, run_sync
 from s3kv.errors import InvalidLocationError
 
@@ -49,7 +49,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from s3kv.naming.location import parse_location
 
-    source, destination = parse_location(args.src), parse_location(args.dst)
+    src, dst = tenant_locations(args, args.src, args.dst)
+    source, destination = parse_location(src), parse_location(dst)
     # A SRC that does not exist is a location that holds nothing: the sync names the
     # closest directory (exit 7). One that is no directory is a usage error.
     if source.path is None or (source.path.exists() and not source.path.is_dir()):

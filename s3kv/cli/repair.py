@@ -6,7 +6,13 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from s3kv.cli import jsondoc
-from s3kv.cli.options import add_allow_empty, add_common, add_connection, settings_from_args
+from s3kv.cli.options import (
+    add_allow_empty,
+    add_common,
+    add_connection,
+    settings_from_args,
+    tenant_locations,
+)
 from s3kv.cli.progress import summary, watching
 from s3kv.cli.syncing import print_nested
 from s3kv.errors import plural
@@ -98,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     from s3kv.naming.location import parse_location
     from s3kv.ops.repair import repair
 
+    given = [args.location, *([args.source] if args.source else [])]
+    location, *source = tenant_locations(args, *given)
     settings = settings_from_args(args)
     source_settings = settings_from_args(
         args,
@@ -107,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
     )
     with watching("repair", resume=RESUME) as progress:
         report = repair(
-            parse_location(args.location),
-            parse_location(args.source) if args.source else None,
+            parse_location(location),
+            parse_location(source[0]) if source else None,
             settings=settings,
             source_settings=source_settings,
             remove_unrepairable=args.remove_unrepairable,

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from s3kv.cli import jsondoc
-from s3kv.cli.options import add_common, add_connection, settings_from_args
+from s3kv.cli.options import add_common, add_connection, settings_from_args, tenant_locations
 from s3kv.cli.progress import Interrupted, summary, watching
 from s3kv.errors import InvalidInputError, S3KVError, plural
 from s3kv.units import format_bytes
@@ -24,6 +24,9 @@ examples:
 
   # one namespace, by digest (or folder), in a node's disk cache
   s3kv rm /mnt/kv --namespace 330cb72a4d52 --yes --json
+
+  # forget one tenant: every namespace under s3://my-bucket/kv/tenants/acme
+  s3kv rm s3://my-bucket/kv --tenant acme --sse-c-secret-file /etc/s3kv/sse-c.secret --yes
 
 Without --yes, rm lists what would go (namespaces, blocks, bytes), then asks on the
 terminal; with no terminal to ask (cron, CI) it stops, exit 2. Every rank's blocks go
@@ -66,25 +69,29 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from s3kv.ops.remove import remove
 
-    if not args.namespace and not args.model:
+    (location,) = tenant_locations(args, args.location)
+    everything = location != args.location and not args.namespace and not args.model
+    if not args.namespace and not args.model and not everything:
         raise InvalidInputError(
-            "rm needs --namespace FOLDER|DIGEST or --model NAME (it never removes a whole "
-            "location; 's3kv ls' shows what one holds)"
+            "rm needs --namespace FOLDER|DIGEST, --model NAME or --tenant NAME (it never "
+            "removes a whole location; 's3kv ls' shows what one holds)"
         )
     settings = settings_from_args(args)
     namespaces, models = tuple(args.namespace), tuple(args.model)
     if not args.dry_run and not args.yes:
         plan = remove(
-            args.location, namespaces=namespaces, models=models, dry_run=True, settings=settings
+            location, namespaces=namespaces, models=models, everything=everything,
+            dry_run=True, settings=settings,
         )
         show(plan, json_mode=args.json, stream=sys.stderr)
         if not _confirmed(plan):
             raise S3KVError("nothing removed: declined at the prompt")
     with watching("rm", resume=RESUME) as progress:
         report = remove(
-            args.location,
+            location,
             namespaces=namespaces,
             models=models,
+            everything=everything,
             dry_run=args.dry_run,
             settings=settings,
             on_progress=progress,

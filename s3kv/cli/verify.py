@@ -7,7 +7,13 @@ import sys
 from typing import Any
 
 from s3kv.cli import jsondoc
-from s3kv.cli.options import add_allow_empty, add_common, add_connection, settings_from_args
+from s3kv.cli.options import (
+    add_allow_empty,
+    add_common,
+    add_connection,
+    settings_from_args,
+    tenant_locations,
+)
 from s3kv.cli.progress import summary, watching
 from s3kv.cli.syncing import print_nested
 from s3kv.errors import plural
@@ -76,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     with watching("verify", resume="verify changes nothing; run it again.") as progress:
         report = verify(
-            args.location,
+            tenant_locations(args, args.location)[0],
             settings=settings_from_args(args),
             deep=args.deep,
             concurrency=args.concurrency,

@@ -67,6 +67,11 @@ def check_tenant(value: object, *, source: str = "tenant") -> str:
     raise InvalidTenantError(f"{source} {describe_value(value, 40)} {why}: {RULE}")
 
 
+def is_tenant(value: str) -> bool:
+    """Whether ``value`` is a valid tenant id (:func:`check_tenant` without the error)."""
+    return _TENANT.fullmatch(value) is not None
+
+
 def tenants_prefix(prefix: str) -> str:
     """The listing prefix of every tenant under a location's ``prefix`` (ends with ``/``)."""
     return join_prefix(prefix, f"{TENANTS_FOLDER}/")

@@ -12,6 +12,11 @@ not count ``unverified`` ones (``s3kv verify --deep`` does).
 ``renew_after``, so "last use" is exact to within that): used within the hour, within
 the day, within the week, and before. What a lifecycle rule or ``gc --older-than`` would
 take is the last bucket(s); what is hot is the first.
+
+Tenants (``<location>/tenants/<tenant>/``, :mod:`s3kv.naming.tenants`) are counted from
+the same listing, without reading their manifests (each is its tenant's, and may be
+encrypted with its key): ``tenants`` has one row per tenant, its namespaces, blocks and
+bytes. A location of tenants only is no empty location.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from typing import Literal
 
 from s3kv.naming.location import Location, parse_location
 from s3kv.naming.namespace import DIGEST_LENGTH
+from s3kv.naming.parse import ParsedKey
+from s3kv.naming.tenants import is_tenant, tenants_prefix
 from s3kv.ops.scope import Census, NestedCache
 from s3kv.progress import Meter, ProgressCallback
 from s3kv.settings import S3Settings
@@ -89,6 +96,17 @@ class NamespaceSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantUsage:
+    """One tenant's part of a location (``<location>/tenants/<tenant>``)."""
+
+    tenant: str
+    location: str
+    namespaces: int
+    blocks: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class Inventory:
     location: str
     namespaces: tuple[NamespaceSummary, ...]
@@ -97,6 +115,8 @@ class Inventory:
     seconds: float = 0.0
     nested: tuple[NestedCache, ...] = ()
     """Caches nested below the location: not part of it (see :mod:`s3kv.ops.scope`)."""
+    tenants: tuple[TenantUsage, ...] = ()
+    """The tenants under the location, by id (not part of :attr:`namespaces`)."""
 
     @property
     def blocks(self) -> int:
@@ -148,9 +168,20 @@ def inventory(
     meter = Meter(on_progress)
     try:
         tallies: dict[tuple[str, str], _Tally] = {}
+        tenants: dict[str, _Tally] = {}
+        tenant_folders: dict[str, set[str]] = {}
         stray = 0
         examples: list[str] = []
         for entry in walk(store, loc):
+            tenant = _tenant(loc, entry.nested)
+            if tenant is not None:
+                assert entry.nested is not None
+                tenant_folders.setdefault(tenant, set()).add(entry.nested.folder)
+                tally = tenants.setdefault(tenant, _Tally())
+                if entry.nested.kind == "block" and entry.nested.key == entry.info.key:
+                    tally.blocks += 1
+                    tally.bytes += entry.info.size
+                continue
             census.add(entry)
             parsed = entry.parsed
             if parsed is None:
@@ -179,7 +210,7 @@ def inventory(
             if when is not None:
                 tally.oldest = when if tally.oldest is None else min(tally.oldest, when)
                 tally.newest = when if tally.newest is None else max(tally.newest, when)
-        census.check(store, allow_empty=allow_empty)
+        census.check(store, allow_empty=allow_empty or bool(tenants))
         rows = []
         for (prefix, folder), tally in sorted(tallies.items()):
             manifest = read_manifest(store, prefix, folder, settings) if tally.manifest else None
@@ -224,4 +255,18 @@ def inventory(
         tuple(examples),
         time.perf_counter() - started,
         census.nested_caches(),
+        tuple(
+            TenantUsage(t, loc.for_tenant(t).url, len(tenant_folders[t]), n.blocks, n.bytes)
+            for t, n in sorted(tenants.items())
+        ),
     )
+
+
+def _tenant(loc: Location, nested: ParsedKey | None) -> str | None:
+    """The tenant whose part of ``loc`` (``<loc>/tenants/<tenant>``) holds a key of a
+    nested cache; None for any other key."""
+    if nested is None:
+        return None
+    root = tenants_prefix(loc.prefix)
+    tenant = nested.prefix.removeprefix(root) if nested.prefix.startswith(root) else ""
+    return tenant if is_tenant(tenant) else None

@@ -105,14 +105,16 @@ def remove(
     *,
     namespaces: Sequence[str] = (),
     models: Sequence[str] = (),
+    everything: bool = False,
     dry_run: bool = False,
     settings: S3Settings | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> RemoveReport:
     """Remove the namespaces at ``location`` named by folder or digest (``namespaces``)
-    or by model (``models``, ``org/name`` or its folder spelling ``org_name``): every
-    rank's blocks, then the manifest. See the module for the order and the guards."""
-    if not namespaces and not models:
+    or by model (``models``, ``org/name`` or its folder spelling ``org_name``), or, with
+    ``everything``, every namespace there (a tenant forgotten: ``s3kv rm --tenant``):
+    every rank's blocks, then the manifest. See the module for the order and the guards."""
+    if not namespaces and not models and not everything:
         raise InvalidInputError(
             "rm needs --namespace FOLDER|DIGEST or --model NAME: it never removes a whole "
             "location (use 's3kv ls' to see what it holds)"
@@ -123,7 +125,11 @@ def remove(
     store = open_store(loc, settings)
     lease = None if dry_run else GCLease(store, loc, settings)
     try:
-        folders = pick(loc, namespace_folders(store, loc), namespaces=namespaces, models=models)
+        found = namespace_folders(store, loc)
+        if everything and not namespaces and not models:
+            folders = pick(loc, found, namespaces=sorted(found)) if found else pick(loc, found)
+        else:
+            folders = pick(loc, found, namespaces=namespaces, models=models)
         if lease is not None:
             lease.acquire()
         job = _Removal(store, loc, settings, dry_run, lease, Meter(on_progress, dry_run=dry_run))
