@@ -129,7 +129,7 @@ def ls(inv: Inventory) -> dict[str, Any]:
         "stray_examples": list(inv.stray_examples),
         "nested": nested(inv.nested),
         "tenants": [
-            {"tenant": t.tenant, "location": t.location, "namespaces": t.namespaces,
+            {"tenant": t.tenant, "location": t.location, "namespace_count": t.namespaces,
              "blocks": t.blocks, "bytes": t.bytes}
             for t in inv.tenants
         ],

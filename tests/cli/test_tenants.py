@@ -57,7 +57,7 @@ def test_each_command_acts_on_the_tenants_part(
     assert listed.code == 0, listed.err
     jsonschema.validate(listed.json, schema("ls"))
     assert listed.json["namespaces"] == []
-    assert [(t["tenant"], t["namespaces"], t["blocks"], t["bytes"])
+    assert [(t["tenant"], t["namespace_count"], t["blocks"], t["bytes"])
             for t in listed.json["tenants"]] == [("acme", 1, 3, 3 * 4096),
                                                   ("globex", 1, 3, 3 * 4096)]
     table = cli(capsys, "ls", url, "--endpoint-url", endpoint)
