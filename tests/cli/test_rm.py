@@ -100,7 +100,8 @@ def test_rm_json_follows_its_schema_and_says_would(
 def test_rm_names_what_was_meant_and_needs_a_filter(capsys: Any, tmp_path: Path) -> None:
     write_tree(tmp_path, OLD, 1)
     bare = cli(capsys, "rm", str(tmp_path), "--yes")
-    assert bare.code == 2 and "rm needs --namespace FOLDER|DIGEST or --model NAME" in bare.err
+    assert bare.code == 2
+    assert "rm needs --namespace FOLDER|DIGEST, --model NAME or --tenant NAME" in bare.err
     typo = cli(capsys, "rm", str(tmp_path), "--model", "org/old-modle", "--yes", "--json")
     assert typo.code == 7 and "did you mean org_old-model?" in typo.json["error"]["message"]
     assert typo.json["error"]["suggestions"] == ["org_old-model"]

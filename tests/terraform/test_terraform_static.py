@@ -15,12 +15,14 @@ from tfhelpers import TERRAFORM_DIR, blocks, fmt_check, load_hcl, module_dirs
 
 pytestmark = pytest.mark.terraform
 
-MODULES = {"aws", "documents", "minio"}
+MODULES = {"aws", "aws-tenant", "documents", "minio", "minio-tenant"}
 EXAMPLES = {"aws-single-cluster", "aws-cross-region-sharing", "minio"}
 
 # Variables without a default, on purpose: nothing sensible to default to.
 REQUIRED_VARIABLES = {
     "modules/documents": {"bucket", "prefix"},
+    "modules/aws-tenant": {"bucket", "tenant"},
+    "modules/minio-tenant": {"bucket", "tenant"},
     "modules/minio": {"endpoint_url"},
     "examples/minio": {"minio_server", "minio_user", "minio_password"},
 }

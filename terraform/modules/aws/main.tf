@@ -71,6 +71,9 @@ resource "aws_s3_bucket_server_side_encryption_configuration" "this" {
     # A Bucket Key cuts KMS requests (and their cost) by reusing a data key
     # per bucket; it is ignored with SSE-S3.
     bucket_key_enabled = var.kms_key_arn != null
+    # S3 blocks writes with customer keys on new buckets (since 2026); s3kv's key per
+    # tenant (SSE-C, sse_c_secret_file) needs them let through.
+    blocked_encryption_types = var.sse_c_enabled ? ["NONE"] : ["SSE-C"]
   }
 }
 

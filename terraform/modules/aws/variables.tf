@@ -34,6 +34,12 @@ variable "kms_key_arn" {
   default     = null
 }
 
+variable "sse_c_enabled" {
+  description = "Let writes with a customer-provided key (SSE-C) through: s3kv encrypts each tenant's objects with a key of its own that way (sse_c_secret_file, docs/tenants.md). S3 blocks them on new buckets by default, and so does this module."
+  type        = bool
+  default     = false
+}
+
 variable "versioning_enabled" {
   description = "Turn on bucket versioning. Off by default: blocks are written create-only and expire, so versions would only keep billable noncurrent copies of disposable data. With it on, every renewal (the tier's copy of a used block onto itself, at most one per block per renew_after) and every gc delete leaves a noncurrent version, billed as storage until noncurrent_version_expiration_days; s3kv gc reports them (--delete-noncurrent-versions removes them at once). Forced on when replication or receives_replication is set. (Ceph RGW ignores If-None-Match on versioned buckets, so s3kv refuses to write to one there.)"
   type        = bool
