@@ -17,6 +17,11 @@ and the scheduler-side call times (lookup, submit_store, submit_load,
 get_finished_jobs). Loads are checked byte for byte. Rounds are interleaved (tier order
 alternates; a warm-up round is not counted); tables give medians with min-max.
 
+``--tiers`` adds ``s3kv-16`` (s3kv's tier at the obj tier's connections) and
+``s3kv-sse-c`` (s3kv's tier with a key per tenant, SSE-C, docs/tenants.md: TLS links
+only): ``--tiers s3kv,s3kv-sse-c --links rgw-https,aws-like-tls`` measures what
+encryption at rest costs loads and stores (the "encryption" table).
+
 The ceilings (``--ceilings``): ``crt`` is bare awscrt GETs of the same objects into the
 same rows with s3kv's settings (bench/lib/ceiling.py); ``crt:PART_MIB:CONNECTIONS`` other
 settings; ``memcpy`` a numpy copy of the prompt's bytes.
@@ -65,8 +70,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--block-tokens", default="16,64,256", help="tokens per block (object)")
     p.add_argument("--kv-bytes-per-token", type=int, default=LLAMA_3_1_8B_KV_BYTES_PER_TOKEN,
                    help="KV bytes per token (default Llama-3.1-8B's, 131072)")
-    p.add_argument("--tiers", default="s3kv,vllm-obj",
-                   help="s3kv, vllm-obj, s3kv-16 (s3kv at the obj tier's connections)")
+    p.add_argument("--tiers", default="s3kv,vllm-obj",  # s3kv-16, s3kv-sse-c: see the doc
+                   help="s3kv, vllm-obj, s3kv-16 (s3kv at the obj tier's connections), "
+                   "s3kv-sse-c (s3kv with a key per tenant; TLS links only)")
     p.add_argument("--ceilings", default="crt,memcpy",
                    help="crt (s3kv's awscrt settings), crt:PART_MIB:CONNECTIONS, memcpy")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians)")
@@ -101,8 +107,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def tables(doc: dict[str, Any]) -> str:
-    return "\n\n".join([report.loads(doc), report.stores(doc), report.cpu(doc),
-                        report.loop(doc), report.equal_footing(doc), report.calls(doc)])
+    found = [report.loads(doc), report.stores(doc), report.cpu(doc), report.loop(doc),
+             report.equal_footing(doc), report.encryption(doc), report.calls(doc)]
+    return "\n\n".join(t for t in found if t)
 
 
 def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:

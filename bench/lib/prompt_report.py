@@ -17,6 +17,8 @@ MiB = 1 << 20
 TIERS = {"s3kv": "s3kv", "vllm-obj": "vLLM obj"}
 EQUAL = "s3kv-16"
 """s3kv's tier capped at the obj tier's connections (one per I/O thread)."""
+SSE_C = "s3kv-sse-c"
+"""s3kv's tier with a key per tenant (SSE-C, bench/lib/prompt_run.py)."""
 LINKS = ("rgw-http", "rgw-https", "aws-like", "aws-like-tls")
 
 
@@ -113,6 +115,24 @@ def cpu(doc: dict[str, Any]) -> str:
     return "\n".join(out + _legend(doc))
 
 
+def encryption(doc: dict[str, Any]) -> str:
+    """What a key per tenant (SSE-C) costs: s3kv's tier with and without it, load seconds
+    and store MiB/s, where the run had both (``--tiers s3kv,s3kv-sse-c``, TLS links)."""
+    out = ["| link | prompt | block | load s | load s, SSE-C | SSE-C ÷ plain (load) | "
+           "store MiB/s | store MiB/s, SSE-C | plain ÷ SSE-C (store) |",
+           "|---|--:|---|--:|--:|--:|--:|--:|--:|"]
+    for link, prompt, _, by in cases(doc["rows"]):
+        plain, keyed = by.get("s3kv"), by.get(SSE_C)
+        if keyed is None:
+            continue
+        mib = lambda r: cell(r, "store_mib_s", lambda v: f"{v:.0f}", spread=False)  # noqa: E731
+        out.append(
+            f"| {link} | {prompt:,} | {block(keyed)} | {cell(plain, 'load_s')} | "
+            f"{cell(keyed, 'load_s')} | {ratio(keyed, plain, 'load_s')} | {mib(plain)} | "
+            f"{mib(keyed)} | {ratio(plain, keyed, 'store_mib_s')} |")
+    return "\n".join(out + _legend(doc)) if len(out) > 2 else ""
+
+
 def equal_footing(doc: dict[str, Any]) -> str:
     """Loads with s3kv's tier capped at the obj tier's requests in flight (one connection
     per I/O thread), beside its defaults: which lead is the client's."""
@@ -198,6 +218,8 @@ def chart(doc: dict[str, Any], path: Path) -> Path:
     prompts = sorted({r["prompt_tokens"] for r in rows})
     blocks = sorted({(r["block_bytes"], r["block_tokens"]) for r in rows})
     names = {**TIERS, **{c: c for c in ceilings(rows)}}
+    if any(r["who"] == SSE_C for r in rows):
+        names = {**TIERS, SSE_C: "s3kv, SSE-C", **{c: c for c in ceilings(rows)}}
     fig, axes = figure(
         title="Time to load one prompt's KV (Llama-3.1-8B, 128 KiB per token): median seconds",
         footer=footer(

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import gc
 import itertools
+import os
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +40,21 @@ GiB = 1 << 30
 RGW_HEAD_BYTES = 4 << 20
 """RGW keeps objects up to this size in their head object: deleting frees them at once."""
 _key_seeds = itertools.count(1)
+
+
+SSE_C = "s3kv-sse-c"
+"""s3kv's tier with a key per tenant (SSE-C): what encryption at rest costs a load."""
+
+
+def secret_file() -> Path:
+    """A fresh secret for the encrypted tier's keys (deleted with the process's temp)."""
+    import base64
+    import tempfile
+
+    handle, name = tempfile.mkstemp(prefix="s3kv-bench-secret-")
+    os.write(handle, base64.b64encode(os.urandom(48)))
+    os.close(handle)
+    return Path(name)
 
 
 class Unit:
@@ -92,6 +109,17 @@ class Case:
         from tests.vllm import harness as h
 
         link = self.link
+        if kind == SSE_C:
+            # s3kv's tier with each tenant's key (docs/tenants.md): every request of the
+            # prompt's one tenant carries its SSE-C key; the store encrypts and decrypts.
+            if not link.endpoint.startswith("https://"):
+                raise SystemExit(f"--tiers {SSE_C}: customer keys need TLS (RGW refuses "
+                                 "them over HTTP): --links rgw-https,aws-like-tls")
+            return h.s3_tier(self.view, spec, url=f"s3://{bucket}/bench",
+                             endpoint_url=link.endpoint, concurrency=threads, max_attempts=8,
+                             access_key_id=link.access_key, secret_access_key=link.secret_key,
+                             ca_bundle=link.ca_bundle, sse_c_secret_file=str(secret_file()),
+                             default_tenant="bench")
         if kind in ("s3kv", "s3kv-16"):
             # s3kv-16: at most as many connections as the obj tier keeps (one per I/O
             # thread): a lead there comes from the client, not from more connections

@@ -26,13 +26,18 @@ examples:
   s3kv ls s3://my-bucket/kv --json | jq '.namespaces[] | {folder, blocks, bytes}'
   s3kv ls /mnt/kv
 
+  # a location's tenants (namespaces, blocks, bytes of each), then one tenant's namespaces
+  s3kv ls s3://my-bucket/kv
+  s3kv ls s3://my-bucket/kv --tenant acme --sse-c-secret-file /mnt/secrets/s3kv-sse-c
+
   # for node_exporter's textfile collector: run from cron in its directory (the rename
   # makes the file appear whole, as node_exporter asks)
   s3kv ls s3://my-bucket/kv --prometheus > s3kv.prom.tmp && mv s3kv.prom.tmp s3kv.prom
 
-A location holds the namespaces directly under it. One that holds none fails with
-exit 7 and names the location meant (caches one level down, a namespace folder's parent,
-a close name); --allow-empty accepts an empty one.
+A location holds the namespaces directly under it, and its tenants' parts
+(<location>/tenants/<tenant>, listed in a table of their own). One that holds neither
+fails with exit 7 and names the location meant (caches one level down, a namespace
+folder's parent, a close name); --allow-empty accepts an empty one.
 """
 
 

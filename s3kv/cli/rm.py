@@ -25,8 +25,9 @@ examples:
   # one namespace, by digest (or folder), in a node's disk cache
   s3kv rm /mnt/kv --namespace 330cb72a4d52 --yes --json
 
-  # forget one tenant: every namespace under s3://my-bucket/kv/tenants/acme
-  s3kv rm s3://my-bucket/kv --tenant acme --sse-c-secret-file /etc/s3kv/sse-c.secret --yes
+  # forget one tenant: every namespace under s3://my-bucket/kv/tenants/acme (its manifests
+  # are read with its key: give the secret its objects were written with)
+  s3kv rm s3://my-bucket/kv --tenant acme --sse-c-secret-file /mnt/secrets/s3kv-sse-c --yes
 
 Without --yes, rm lists what would go (namespaces, blocks, bytes), then asks on the
 terminal; with no terminal to ask (cron, CI) it stops, exit 2. Every rank's blocks go

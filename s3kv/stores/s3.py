@@ -15,6 +15,7 @@ is there (a GET of one byte, bound to its request), are in :mod:`.s3_reads`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -49,6 +50,8 @@ from s3kv.stores.sse_c import keyring_for, send_keys
 from s3kv.stores.watchdog import Watchdog
 from s3kv.stores.writing import tagging, write_metadata
 
+logger = logging.getLogger("s3kv")
+
 
 class S3Store(Reads, Multipart, TagsAndVersions, Store):
     """Objects in one bucket of an S3-compatible store."""
@@ -75,6 +78,11 @@ class S3Store(Reads, Multipart, TagsAndVersions, Store):
         self.customer_keys = keyring_for(settings.sse_c_secret_file)
         if self.customer_keys is not None:
             send_keys(self.client, self.customer_keys)
+            if self.endpoint.startswith("http://"):
+                logger.warning(
+                    "s3kv: customer keys (SSE-C) go to %s over plain HTTP: each request "
+                    "carries a tenant's key in the clear, and AWS and Ceph RGW refuse them "
+                    "(400 InvalidRequest); use https://", self.network.shown)
         self.echoes = Echoes(on_foreign=self._retire_connections)
         self.pacer = Pacer(settings)
         """The store's pace (:class:`s3kv.retry.Pacer`): a pause after it throttled, shared

@@ -8,6 +8,9 @@
   leaves them (no manifest, no checksum).
 * empty buckets the examples write into: ``team-b``, ``aws-bucket``, ``kv-bucket``,
   ``my-kv-bucket``.
+* tenants ``acme`` and ``globex`` under ``s3://my-bucket/kv`` (``kv/tenants/<tenant>/``),
+  each that cache pushed with its own key derived from the secret in
+  ``/mnt/secrets/s3kv-sse-c`` (docs/tenants.md; moto keeps no key, but s3kv sends them).
 
 Blocks are 4 KiB (a real row of this model is 2 MiB): the keys, digests and manifests are
 the real ones, the bytes small. Laying it out takes about two seconds (three pushes), so
@@ -28,6 +31,7 @@ import boto3
 from botocore.config import Config
 
 from s3kv import KeyMapper, Namespace, S3Settings, make_offload_key
+from s3kv.naming.location import parse_location
 from s3kv.ops.demo import demo_namespace
 from s3kv.ops.sync import sync
 from s3kv.stores import LocalStore, PutOptions
@@ -36,6 +40,8 @@ ACCESS_KEY = "s3kv-examples"
 BUCKETS = ("my-bucket", "team-a", "team-b", "kv-cache", "aws-bucket", "kv-bucket",
            "my-kv-bucket")  # fmt: skip
 CACHES = ("s3://my-bucket/kv", "s3://team-a/kv", "s3://kv-cache/kv")
+TENANTS = ("acme", "globex")
+SECRET = "mnt-secrets-s3kv-sse-c-the-examples-secret-of-48-bytes"  # the examples' own
 BLOCK = 4096
 BLOCKS = 4
 
@@ -102,6 +108,14 @@ def reset(endpoint: str, s3: Any, mnt: Path) -> None:
                                   secret_access_key=ACCESS_KEY, region="us-east-1")  # fmt: skip
     for url in CACHES:
         report = sync(mnt / "kv", url, settings=settings)
+        assert report.ok, report
+    secret = mnt / "secrets" / "s3kv-sse-c"
+    secret.parent.mkdir()
+    secret.write_text(SECRET + "\n")
+    secret.chmod(0o600)
+    keyed = settings.model_copy(update={"sse_c_secret_file": secret})
+    for tenant in TENANTS:
+        report = sync(mnt / "kv", parse_location(CACHES[0]).for_tenant(tenant), settings=keyed)
         assert report.ok, report
     obj = KeyMapper(namespaces()[0], prefix="obj", style="vllm-obj")
     for i in range(BLOCKS):

@@ -221,8 +221,12 @@ def main(job: dict[str, Any]) -> None:
               max_model_len=job.get("max_model_len", 2048), enforce_eager=True, seed=0,
               kv_transfer_config=kv_transfer_config(job),
               max_num_batched_tokens=job.get("max_num_batched_tokens"))
+    # What an API request's kv_transfer_params carry (a router's tenant): vLLM reads them
+    # from the sampling parameters' extra_args into each request's ReqContext.
+    extra = ({"kv_transfer_params": job["kv_transfer_params"]}
+             if job.get("kv_transfer_params") else None)
     params = SamplingParams(temperature=0.0, max_tokens=job.get("max_tokens", 8),
-                            ignore_eos=True)
+                            ignore_eos=True, extra_args=extra)
     if job.get("interactive"):
         _interactive(llm, params)
         return

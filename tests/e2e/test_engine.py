@@ -6,12 +6,14 @@ show the loaded KV is the KV that was computed; ``num_cached_tokens`` and the re
 s3kv traced (``S3KV_TRACE_FILE``) show where it came from.
 
 Four engine lives on Ceph RGW, each paid for by what it proves (an engine life is the
-slowest step of the suite): A stores (in-process), B reuses all of it (vLLM's
-multiprocess layout, the engine core in a process of its own), C is the empty-prefix
-control (multiprocess, and it stores), D meets a damaged object (in-process), heals it
-with its recompute's store and then loads it. So each layout both stores and loads, and
-every life is checked for the mmap leak. docs/e2e.md maps them to what the earlier ten
-lives proved. A fifth life, tests/e2e/test_bad_day.py, meets a store's bad day.
+slowest step of the suite): A stores as tenant ``acme`` (in-process), B reuses all of it
+(vLLM's multiprocess layout, the engine core in a process of its own), C is the control
+of two tenants: the same tokens, as tenant ``globex`` (named by the request's
+``kv_transfer_params``), are computed afresh and stored under globex's own prefix
+(multiprocess), D meets a damaged object (in-process), heals it with its recompute's
+store and then loads it. So each layout both stores and loads, and every life is checked
+for the mmap leak. docs/e2e.md maps them to what the earlier ten lives proved. A fifth
+life, tests/e2e/test_bad_day.py, meets a store's bad day.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ CHUNK_TOKENS = 128  # kv_connector_extra_config block_size: one S3 object per 12
 BLOCKS = PROMPT_TOKENS // CHUNK_TOKENS
 MAX_TOKENS = 8
 MMAP_LEAK = "Failed to close mmap_obj"  # vLLM's log line when a tier kept a view
+ACME = "kv/tenants/acme/"  # where engine A's requests (tenant acme) keep their KV
 
 # Each engine life is a process that imports vLLM and torch: the slowest tests of all,
 # needed at that cost (the only proof with a real engine); four lives, no more.
@@ -46,15 +49,16 @@ def _prompt(seed: int) -> list[int]:
 
 
 def _engine(model: Path, tier: dict[str, Any] | None, prompt: list[int], tmp: Path, *,
-            layout: str) -> dict[str, Any]:
-    """One engine life with ``tier`` as its only secondary tier; its first result."""
+            layout: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One engine life with ``tier`` as its only secondary tier; its first result.
+    ``params``: the request's ``kv_transfer_params``."""
     tmp.mkdir(parents=True, exist_ok=True)
     trace = tmp / "trace.jsonl"
     env = engine_env(tmp, multiprocess=layout == "multiprocess",
                      extra={"S3KV_TRACE_FILE": str(trace)})
     job = {"model": str(model), "prompts": [prompt], "max_tokens": MAX_TOKENS,
            "block_size": CHUNK_TOKENS, "secondary_tiers": [tier] if tier else [],
-           "settle_seconds": 2.0}
+           "settle_seconds": 2.0, "kv_transfer_params": params}
     out = run_engine(job, env=env)
     (result,) = out["results"]
     result["log"] = out["log"]
@@ -87,7 +91,8 @@ class Stored:
 def stored(endpoint: Endpoint, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory,
            ) -> Stored:
     bucket = endpoint.bucket()
-    tier = endpoint.tier(bucket, "kv")
+    # requests naming no tenant are acme's: its KV lives under kv/tenants/acme/
+    tier = {**endpoint.tier(bucket, "kv"), "default_tenant": "acme"}
     prompt = _prompt(1)
     # in-process: its PUTs are traced in chain order, which the damaged-object control uses
     a = _engine(tiny_model, tier, prompt, tmp_path_factory.mktemp("a"), layout="in-process")
@@ -98,6 +103,7 @@ def test_engine_a_stores_exactly_the_prompts_blocks(endpoint: Endpoint, stored: 
     a = stored.run
     assert a["num_cached_tokens"] == 0
     assert len(stored.blocks) == BLOCKS, stored.blocks
+    assert all(k.startswith(ACME) for k in stored.blocks)
     assert sorted(_requests(a, "PutObject")) == stored.blocks
     body = endpoint.client.get_object(Bucket=stored.bucket, Key=stored.blocks[0])["Body"].read()
     assert any(body), "the engine stored an all-zero block: the copy never reached S3"
@@ -118,20 +124,27 @@ def test_a_fresh_engine_reuses_the_kv_another_stored(
     assert MMAP_LEAK not in b["log"]
 
 
-def test_control_the_same_prompt_under_an_empty_prefix_is_computed_afresh(
+def test_control_another_tenants_identical_tokens_are_computed_afresh(
     endpoint: Endpoint, stored: Stored, tiny_model: Path, tmp_path: Path
 ) -> None:
-    tier = endpoint.tier(stored.bucket, "elsewhere")
-    c = _engine(tiny_model, tier, stored.prompt, tmp_path, layout="multiprocess")
+    # The same location and tier as A's, the same tokens (so the same block hashes: no
+    # cache_salt), but the request names tenant globex: none of acme's KV may reach it.
+    c = _engine(tiny_model, stored.tier, stored.prompt, tmp_path, layout="multiprocess",
+                params={"s3kv_tenant": "globex"})
     assert c["num_cached_tokens"] == 0
     assert c["tokens"] == stored.run["tokens"]
     # nothing loaded: a look at each block at most (a GET of one byte, or a HEAD)
     looks = Counter(_requests(c, "GetObject") + _requests(c, "HeadObject"))
     assert max(looks.values(), default=0) <= 1
+    # no request to any of acme's blocks (its manifest is read at start: the default tenant)
+    touched = [r["key"] for r in c["trace"] if r.get("key", "").endswith(".bin")]
+    assert touched and not any(k.startswith(ACME) for k in touched)
     # it stores the same blocks under its own prefix (the multiprocess layout's store)
-    elsewhere = _block_keys(endpoint, stored.bucket, "elsewhere/")
-    assert sorted(_requests(c, "PutObject")) == elsewhere
-    assert [k.split("/", 1)[1] for k in elsewhere] == [k.split("/", 1)[1] for k in stored.blocks]
+    globex = _block_keys(endpoint, stored.bucket, "kv/tenants/globex/")
+    assert sorted(_requests(c, "PutObject")) == globex
+    assert [k.removeprefix("kv/tenants/globex/") for k in globex] == [
+        k.removeprefix(ACME) for k in stored.blocks]
+    assert _block_keys(endpoint, stored.bucket, ACME) == stored.blocks  # acme's untouched
     assert MMAP_LEAK not in c["log"]
 
 
@@ -143,7 +156,7 @@ def test_control_a_damaged_object_is_rejected_and_recomputed(
     # same size and the same metadata: only s3kv's checksum can tell. Which block it
     # holds is a hash away: vLLM uses the blocks before it and recomputes from it on.
     client, bucket = endpoint.client, stored.bucket
-    for key in client.list_objects_v2(Bucket=bucket, Prefix="kv/")["Contents"]:
+    for key in client.list_objects_v2(Bucket=bucket, Prefix=ACME)["Contents"]:
         client.copy_object(Bucket=bucket, Key="damaged/" + key["Key"].split("/", 1)[1],
                            CopySource={"Bucket": bucket, "Key": key["Key"]})
     damaged = "damaged/" + _requests(stored.run, "PutObject")[3].split("/", 1)[1]
@@ -151,7 +164,7 @@ def test_control_a_damaged_object_is_rejected_and_recomputed(
     garbage = random.Random(4).randbytes(head["ContentLength"])
     client.put_object(Bucket=bucket, Key=damaged, Body=garbage, Metadata=head["Metadata"])
 
-    tier = endpoint.tier(bucket, "damaged")
+    tier = {**endpoint.tier(bucket, "damaged"), "default_tenant": "acme"}
     tmp_path.mkdir(parents=True, exist_ok=True)
     trace = tmp_path / "trace.jsonl"
     env = engine_env(tmp_path, multiprocess=False, extra={"S3KV_TRACE_FILE": str(trace)})

@@ -50,3 +50,28 @@ def test_the_prompt_benchmark_measures_both_tiers_and_the_ceilings_through_the_p
     assert "s3kv at obj's connections" in report.equal_footing(doc)
     assert "idle steps/s" in report.loop(doc)
     assert doc["loaded"] is True or doc["trust"]["load_average_1m"] <= 1
+
+
+def test_the_prompt_benchmark_measures_what_a_key_per_tenant_costs(tmp_path: Path) -> None:
+    """``--tiers s3kv,s3kv-sse-c`` (docs/tenants.md): s3kv's tier with and without SSE-C
+    on a TLS link, every load checked byte for byte, and the encryption table."""
+    from bench import bench_prompt_load
+    from bench.lib import prompt_report as report
+
+    out = tmp_path / "prompt-load.json"
+    assert bench_prompt_load.main([
+        "--links", "aws-like-tls", "--tiers", "s3kv,s3kv-sse-c", "--ceilings", "",
+        "--prompts", "32", "--block-tokens", "16", "--kv-bytes-per-token", "4096",
+        "--rounds", "1", "--warmup", "0", "--first-byte-ms", "5", "--connection-mb-s", "50",
+        "--no-freeze", "--force-loaded", "--json", str(out),
+        "--chart", str(tmp_path / "prompt-load.png")]) == 0
+    doc = json.loads(out.read_text())
+    keyed = next(r for r in doc["rows"] if r["who"] == "s3kv-sse-c")
+    assert keyed["blocks"] == 2 and keyed["requests"]["load"]["GET"] >= 2
+    table = report.encryption(doc)
+    assert "load s, SSE-C" in table and "| aws-like-tls | 32 |" in table
+    with pytest.raises(SystemExit, match="customer keys need TLS"):
+        bench_prompt_load.main(["--links", "aws-like", "--tiers", "s3kv-sse-c", "--ceilings",
+                                "", "--prompts", "32", "--block-tokens", "16",
+                                "--kv-bytes-per-token", "4096", "--rounds", "1", "--warmup",
+                                "0", "--force-loaded", "--json", str(out)])
