@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from s3kv.naming.tenants import tenant_of_key
 from s3kv.tenant_keys import derive_key, read_secret
@@ -119,6 +120,8 @@ def send_keys(client: Any, keys: KeyRing) -> None:
         if key is not None:
             params.update(key.params())
         source = params.get("CopySource")
+        if isinstance(source, str):  # botocore's own handler made it "bucket/key" already
+            source = {"Key": unquote(source.split("?", 1)[0]).lstrip("/").partition("/")[2]}
         if isinstance(source, dict):
             source_key = keys.key_for(str(source.get("Key", "")))
             if source_key is not None:

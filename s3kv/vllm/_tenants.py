@@ -107,6 +107,7 @@ class TenantIO:
         self.read_only = read_only
         self._locked_until = 0.0
         self._told = False
+        self._found = False
         self.scope = b"" if tenant is None else tenant.encode("ascii") + b"\x00"
         """What keeps vLLM's lookup state of one tenant's key apart from another's (the
         lookup manager keys its cache by OffloadKey alone)."""
@@ -118,7 +119,10 @@ class TenantIO:
     def ready(self) -> bool:
         """Before a lookup: the namespace's manifest is there (a writer creates it, as a
         tier without tenants does at start); False when a reader finds none (nothing of
-        this tenant is stored: every key is absent)."""
+        this tenant is stored: every key is absent). Looked for until found once; the
+        location's own (no tenant) was at start."""
+        if self._found or self.tenant is None:
+            return True
         if self.locked_out():
             return False
         try:
@@ -138,6 +142,7 @@ class TenantIO:
                     self.tenant, exc, self.tenant,
                 )
             return False
+        self._found = True
         return True
 
     def locked_out(self) -> bool:
