@@ -305,3 +305,23 @@ def test_a_tenants_credentials_reach_only_its_prefix(rgw: Any, secret: Path) -> 
     after = {o["Key"]: o["ETag"] for o in owner.list_objects_v2(Bucket=bucket)["Contents"]}
     assert {k: e for k, e in after.items() if "/tenants/acme/" in k} == stored
     assert sum("/tenants/globex/" in k for k in after) == 3 + 1
+
+
+def test_tenant_labels_are_bounded() -> None:
+    """The first ``limit`` tenants keep a label of their own; later ones count as other."""
+    from s3kv.report import TransferReport
+    from s3kv.vllm._metrics import TierMeter
+    from s3kv.vllm._tenant_metrics import TENANT_BLOCKS, TENANT_LABELS, TenantMeter
+
+    meter = TierMeter("1:S3TierManager")
+    tenants = TenantMeter(meter, limit=2)
+    report = TransferReport(operation="upload", done=(b"k" * 8,), bytes=10)
+    for tenant in ("a", "b", "c", "d", "a"):
+        tenants.on_job(tenant, is_load=False, report=report)
+    tenants.on_job(None, is_load=False, report=report)  # no tenant: not counted here
+    stats = meter.take_stats()
+    assert stats is not None
+    blocks = stats.data["data"][TENANT_BLOCKS]
+    assert blocks == {(*TIER, "a", "store", "done"): 2, (*TIER, "b", "store", "done"): 1,
+                      (*TIER, "other", "store", "done"): 2}
+    assert TENANT_LABELS == 16
