@@ -56,6 +56,7 @@ from s3kv.stores.rules import (
     stale_answer,
 )
 from s3kv.stores.s3 import S3Store
+from s3kv.stores.sse_c import key_headers, traced
 from s3kv.stores.trace import trace, trace_enabled
 from s3kv.stores.watchdog import Watchdog
 from s3kv.stores.writing import write_headers
@@ -132,9 +133,7 @@ class CrtS3Store(S3Store):
         ``send_filepath``: awscrt reads the body from that file (``body`` is then only
         its length); ``recv_filepath``: awscrt writes the body there, in C."""
         fields = [("Host", self.target.host), *(headers or [])]
-        customer_key = self.customer_keys.key_for(key) if self.customer_keys else None
-        if customer_key is not None:  # the tenant's key, on every request to its objects
-            fields += customer_key.headers()
+        fields += key_headers(self.customer_keys, key)  # its tenant's key (SSE-C), if any
         if body is not None:
             fields.append(("Content-Length", str(len(body))))
         request = http.HttpRequest(
@@ -328,15 +327,11 @@ class CrtS3Store(S3Store):
         record: dict[str, Any] = {"op": "PutObject", "bucket": self.bucket, "key": key}
         if options.tags and self.settings.tag_blocks:
             record["tags"] = dict(options.tags)
-        trace({**record, **self._keyed(key), "size": size})
+        trace({**record, **traced(self.customer_keys, key), "size": size})
 
     def _trace_get(self, key: str) -> None:
-        trace({"op": "GetObject", "bucket": self.bucket, "key": key, **self._keyed(key)})
-
-    def _keyed(self, key: str) -> dict[str, str]:
-        """Which tenant's key a request sent, for the trace: its MD5 (never the key)."""
-        customer_key = self.customer_keys.key_for(key) if self.customer_keys else None
-        return {} if customer_key is None else {"sse_c_key_md5": customer_key.md5_b64}
+        trace({"op": "GetObject", "bucket": self.bucket, "key": key,
+               **traced(self.customer_keys, key)})
 
     # -- reads ----------------------------------------------------------------------------
 

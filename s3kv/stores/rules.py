@@ -44,6 +44,7 @@ from s3kv.errors import (
     WrongRegionError,
 )
 from s3kv.settings import S3Settings, display_url
+from s3kv.stores.sse_c import KEY_REFUSED, key_refused
 
 Headers = Iterable[tuple[str, str]]
 
@@ -167,19 +168,6 @@ store's :class:`s3kv.retry.Pacer` pauses every request to it."""
 SKEW_LIMIT_SECONDS = 15 * 60
 """How far S3 lets a request's time be from its own clock."""
 
-# A GET of an object encrypted with a customer key (SSE-C) is answered 400 when the key
-# sent is not its key, or none was sent: AWS says InvalidRequest "...stored using a form
-# of Server Side Encryption...", Ceph RGW 16 InvalidArgument "...MD5 hash of the key did
-# not match..." or "...Server Side Encryption with Customer provided keys...".
-_CUSTOMER_KEY_CODES = frozenset({"InvalidRequest", "InvalidArgument"})
-_CUSTOMER_KEY_WORDS = re.compile(r"server side encryption|hash of the key|customer", re.I)
-_CUSTOMER_KEY_TEXT = (
-    "the object is encrypted with a customer key (SSE-C) other than the one this request "
-    "sent, or it sent none: another tenant's object, one written before the secret was "
-    "rotated, or a command run without --sse-c-secret-file and --tenant; its bytes are "
-    "not served"
-)
-
 
 def error_for(
     operation: str,
@@ -224,8 +212,8 @@ def error_for(
             f"{operation} {where}: HTTP 412 to a read without a condition: not an S3 "
             "answer to it (a stale answer on the connection); retried"
         )
-    if status == 400 and code in _CUSTOMER_KEY_CODES and _CUSTOMER_KEY_WORDS.search(message):
-        return CustomerKeyError(f"{operation} {where}: {_CUSTOMER_KEY_TEXT} ({code}: {message})")
+    if status == 400 and key_refused(code, message):  # SSE-C: another key, or none
+        return CustomerKeyError(f"{operation} {where}: {KEY_REFUSED} ({code}: {message})")
     if kind in (AccessDeniedError, None) and status in (400, 403):
         skew = _skew(heads, fields)
         if skew is not None and abs(skew) > SKEW_LIMIT_SECONDS:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,25 @@ COPY_SOURCE_HEADER = "x-amz-copy-source-server-side-encryption-customer-"
 
 _KEYED_OPERATIONS = ("GetObject", "PutObject", "CreateMultipartUpload", "UploadPart")
 _MAX_KEYS_KEPT = 4096
+
+# A GET of an object encrypted with a customer key is answered 400 when the key sent is
+# not its key, or none was sent: AWS says InvalidRequest "...stored using a form of Server
+# Side Encryption...", Ceph RGW 16 InvalidArgument "...MD5 hash of the key did not
+# match..." or "...Server Side Encryption with Customer provided keys...".
+_REFUSING_CODES = frozenset({"InvalidRequest", "InvalidArgument"})
+_REFUSING_WORDS = re.compile(r"server side encryption|hash of the key|customer", re.I)
+KEY_REFUSED = (
+    "the object is encrypted with a customer key (SSE-C) other than the one this request "
+    "sent, or it sent none: another tenant's object, one written before the secret was "
+    "rotated, or a command run without --sse-c-secret-file and --tenant; its bytes are "
+    "not served"
+)
+"""What :class:`s3kv.errors.CustomerKeyError` says (:func:`s3kv.stores.rules.error_for`)."""
+
+
+def key_refused(code: str, message: str) -> bool:
+    """Whether a 400 answer's code and message are a store refusing the customer key."""
+    return code in _REFUSING_CODES and _REFUSING_WORDS.search(message) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +124,18 @@ class KeyRing:
 
     def __repr__(self) -> str:
         return f"KeyRing({len(self._keys)} tenant keys derived)"
+
+
+def key_headers(keys: KeyRing | None, object_key: str) -> list[tuple[str, str]]:
+    """The headers of a request to ``object_key`` (awscrt's): its tenant's key, if any."""
+    key = keys.key_for(object_key) if keys is not None else None
+    return [] if key is None else key.headers()
+
+
+def traced(keys: KeyRing | None, object_key: str) -> dict[str, str]:
+    """What the trace records of a request's key: its MD5 (never the key), if any."""
+    key = keys.key_for(object_key) if keys is not None else None
+    return {} if key is None else {"sse_c_key_md5": key.md5_b64}
 
 
 def keyring_for(secret_file: Path | None) -> KeyRing | None:

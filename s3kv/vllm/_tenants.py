@@ -22,17 +22,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from vllm.v1.kv_offload.base import ReqContext
+from vllm.v1.kv_offload.tiering.base import RequestOffloadingContext, TransferJob
 
 from s3kv.errors import CustomerKeyError, InvalidTenantError, ManifestMissingError
 from s3kv.naming.keys import KeyMapper
 from s3kv.naming.tenants import TENANT_FIELD, check_tenant
+from s3kv.report import TransferReport
 from s3kv.transfers.downloader import Downloader
 from s3kv.transfers.uploader import Uploader
 from s3kv.vllm._lookup import LookupDownloader
+from s3kv.vllm._readonly import check_manifest
+from s3kv.vllm._tenant_metrics import TenantMeter
 
 logger = logging.getLogger("s3kv.vllm")
 
@@ -116,6 +121,17 @@ class TenantIO:
     def keys(self) -> KeyMapper:
         return self.uploader.keys
 
+    def known_present(self, keys: Sequence[bytes]) -> frozenset[bytes]:
+        """Keys the tier knows stored (stored, loaded or found by it) and not damaged:
+        vLLM asks to store what it recomputed after a failed or skipped load, and their
+        bytes need not cross a slow link again to be refused as present."""
+        mapper, presence = self.keys, self.downloader.presence
+        damaged = self.uploader.damaged
+        return frozenset(
+            k for k in keys
+            if presence.get(object_key := mapper.key_for(k)) is True and object_key not in damaged
+        )  # fmt: skip
+
     def ready(self) -> bool:
         """Before a lookup: the namespace's manifest is there (a writer creates it, as a
         tier without tenants does at start); False when a reader finds none (nothing of
@@ -188,3 +204,74 @@ class Tenants:
         for io in known:
             io.close()
         self.base.close()
+
+
+class TenantRouting:
+    """The tier's side of tenants, a mixin of :class:`s3kv.vllm.S3TierManager`: each
+    request's transfers, read from its tenant once, and the hooks the tier puts on a
+    tenant's transfers when they are made."""
+
+    tenancy: TenantPolicy
+    tenants: Tenants
+    tenant_metrics: TenantMeter
+    health: Any
+    metrics: Any
+    settings: Any
+
+    def _open_tenants(
+        self, tenants: Tenants, policy: TenantPolicy, *, read_only: bool, tier_type: str
+    ) -> None:
+        """Hook every tenant's transfers; check (or write) at start the manifest of where
+        requests without a tenant go, as a tier without tenants always has: a store that
+        cannot be reached fails engine start."""
+        self.tenants, self.tenancy = tenants, policy
+        self.tenant_metrics = TenantMeter(self.metrics)
+        tenants.on_new = self._hook
+        self._hook(tenants.base)
+        if self.tenancy.default_tenant is None and self.tenancy.require_tenant:
+            return  # every request names its tenant: their manifests, on first use
+        first = tenants.io(self.tenancy.default_tenant)
+        if read_only:
+            check_manifest(first.downloader, tier_type=tier_type)
+        else:
+            first.uploader.ensure_manifest()
+
+    def _hook(self, io: TenantIO) -> None:
+        """The tier's hooks on a tenant's transfers (the base location's too)."""
+        io.uploader.on_write_refused = lambda exc: self.health.writes_refused(str(exc))
+        io.prober.stop = lambda: self.health.is_open
+
+    def _tenancy_text(self, url: str) -> str:
+        """The start-up log line's words on tenants and their keys."""
+        policy = self.tenancy
+        if policy.default_tenant is not None:
+            text = f"; tenants under {url}/tenants/, default tenant {policy.default_tenant}"
+        elif policy.require_tenant:
+            text = f"; tenants under {url}/tenants/, requests naming none not offloaded"
+        else:
+            text = ""
+        if self.settings.sse_c_secret_file is not None:
+            text += "; each tenant's objects encrypted with its own key (SSE-C)"
+        return text
+
+    def _io(self, req_context: ReqContext) -> TenantIO | None:
+        """The transfers of the request's tenant; None: the request is not offloaded."""
+        who = self.tenancy.of(req_context)
+        if who.refused:
+            return None
+        io = self.tenants.io(who.tenant)
+        return None if io.locked_out() else io
+
+    def _route(self, req_context: ReqContext) -> TenantIO:
+        return self.tenants.io(self.tenancy.of(req_context).tenant)
+
+    def _count_tenant(self, job: TransferJob, report: TransferReport | None) -> None:
+        """A finished job, in its tenant's metrics."""
+        tenant = self.tenancy.of(job.req_context).tenant
+        self.tenant_metrics.on_job(tenant, is_load=job.is_promotion, report=report)
+
+    def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
+        who = self.tenancy.of(req_context)  # read once, kept in the request's context
+        if who.refused:
+            self.tenant_metrics.not_offloaded(who.refused)
+        return RequestOffloadingContext()

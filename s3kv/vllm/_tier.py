@@ -6,9 +6,6 @@ pushed from vLLM's ``fs`` tier is found here and a cache pulled from here is fou
 it. vLLM's object-store tier (``ObjectStoreSecondaryTierManager``) stores the same keys,
 so this tier and that one read each other's blocks; ``style="vllm-obj"`` is accepted as
 an alias of the default ``"s3kv"``.
-
-With tenants (:mod:`s3kv.vllm._tenants`) each request's lookups, loads and stores go to
-its tenant's prefix, ``<prefix>/tenants/<tenant>/``, with the same keys below it.
 """
 
 from __future__ import annotations
@@ -29,7 +26,6 @@ from vllm.v1.kv_offload.base import (
 from vllm.v1.kv_offload.tiering.backpressure import BackpressureDetector
 from vllm.v1.kv_offload.tiering.base import (
     JobResult,
-    RequestOffloadingContext,
     ScheduleEndContext,
     SecondaryTierManager,
     TransferJob,
@@ -60,11 +56,11 @@ from s3kv.vllm._metrics import (
     metric_definitions,
     tier_label,
 )
-from s3kv.vllm._readonly import StoreGate, check_manifest
+from s3kv.vllm._readonly import StoreGate
 from s3kv.vllm._runner import Finished, JobRunner
 from s3kv.vllm._selfcheck import tier_namespace
-from s3kv.vllm._tenant_metrics import TenantMeter, tenant_metric_definitions
-from s3kv.vllm._tenants import TenantIO, TenantPolicy
+from s3kv.vllm._tenant_metrics import tenant_metric_definitions
+from s3kv.vllm._tenants import TenantPolicy, TenantRouting
 from s3kv.vllm._usage import parse_renew_after
 from s3kv.vllm._version import warn_if_untested
 from s3kv.vllm._wiring import open_tier_io, tier_settings
@@ -85,7 +81,7 @@ PROBE_NAME = "s3kv-health-probe"
 there, and any answer (found or not) is the store answering."""
 
 
-class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
+class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
     """KV chunks in S3 (or MinIO, Ceph, any S3-compatible store), from pure Python.
 
     ``url`` is ``s3://bucket/prefix``. Connection options are :class:`s3kv.S3Settings`
@@ -107,11 +103,9 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
     (:mod:`s3kv.vllm._health`); ``require_checksum=True`` refuses blocks stored without
     a checksum (:mod:`s3kv.vllm._loads`).
 
-    Tenants: a request's ``kv_transfer_params["s3kv_tenant"]`` names its tenant, whose
-    KV lives under ``<prefix>/tenants/<tenant>/`` (and, with ``sse_c_secret_file``, is
-    encrypted with the tenant's key). ``default_tenant`` is the tenant of requests that
-    name none; ``require_tenant=True`` (implied by ``sse_c_secret_file``) offloads none
-    of them instead. A request whose tenant breaks the rule is never offloaded.
+    Tenants (:mod:`s3kv.vllm._tenants`): ``default_tenant`` is the tenant of requests
+    naming none; ``require_tenant=True`` (implied by ``sse_c_secret_file``) offloads none
+    of them instead.
     """
 
     medium: ClassVar[Medium] = Medium.STORAGE
@@ -160,11 +154,6 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         self.namespace = tier_namespace(offloading_spec, tier_type=tier_type)
         warn_if_untested(tier_type)
         self.settings = tier_settings(S3Settings.resolve(**settings))
-        self.tenancy = TenantPolicy(
-            default_tenant=default_tenant,
-            require_tenant=require_tenant or self.settings.sse_c_secret_file is not None,
-        )
-        self.tenant_metrics = TenantMeter(self.metrics)
         location = parse_location(url)
         io = open_tier_io(
             location,
@@ -181,18 +170,10 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         )
         self.store, self.uploader, self.downloader = io.store, io.uploader, io.downloader
         self.usage, self.renewer, self._prober = io.usage, io.usage.renewer, io.prober
-        self.tenants = io.tenants
-        self.tenants.on_new = self._hook
-        self._hook(self.tenants.base)
-        # The manifest of where requests without a tenant go, as a tier without tenants
-        # has always done: a store that cannot be reached fails engine start.
-        first: TenantIO | None = self.tenants.io(self.tenancy.default_tenant)
-        if self.tenancy.default_tenant is None and self.tenancy.require_tenant:
-            first = None  # every request names its tenant: their manifests, on first use
-        if first is not None and read_only:
-            check_manifest(first.downloader, tier_type=tier_type)
-        elif first is not None:
-            first.uploader.ensure_manifest()
+        self._open_tenants(io.tenants, TenantPolicy(
+            default_tenant=default_tenant,
+            require_tenant=require_tenant or self.settings.sse_c_secret_file is not None,
+        ), read_only=read_only, tier_type=tier_type)  # fmt: skip
 
         self._tokens = chunk_tokens(offloading_spec)
         rows = primary_kv_view.cast("B")
@@ -235,35 +216,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
                 tier_type,
             )
 
-    def _hook(self, io: TenantIO) -> None:
-        """The tier's hooks on a tenant's transfers (the base location's too)."""
-        io.uploader.on_write_refused = lambda exc: self.health.writes_refused(str(exc))
-        io.prober.stop = lambda: self.health.is_open
-
-    def _tenancy_text(self, url: str) -> str:
-        policy = self.tenancy
-        if policy.default_tenant is not None:
-            text = f"; tenants under {url}/tenants/, default tenant {policy.default_tenant}"
-        elif policy.require_tenant:
-            text = f"; tenants under {url}/tenants/, requests naming none not offloaded"
-        else:
-            text = ""
-        if self.settings.sse_c_secret_file is not None:
-            text += "; each tenant's objects encrypted with its own key (SSE-C)"
-        return text
-
     # -- lookups ------------------------------------------------------------------------
-
-    def _io(self, req_context: ReqContext) -> TenantIO | None:
-        """The transfers of the request's tenant; None: the request is not offloaded."""
-        who = self.tenancy.of(req_context)
-        if who.refused:
-            return None
-        io = self.tenants.io(who.tenant)
-        return None if io.locked_out() else io
-
-    def _route(self, req_context: ReqContext) -> TenantIO:
-        return self.tenants.io(self.tenancy.of(req_context).tenant)
 
     def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
         if self._io(req_context) is None:
@@ -273,12 +226,6 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         if found is None:
             return LookupResult.RETRY
         return LookupResult.HIT if found else LookupResult.MISS
-
-    def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
-        who = self.tenancy.of(req_context)  # read once, kept in the request's context
-        if who.refused:
-            self.tenant_metrics.not_offloaded(who.refused)
-        return RequestOffloadingContext()
 
     def on_request_finished(self, req_context: ReqContext) -> None:
         self._lookup_manager.cleanup(req_context.req_id)
@@ -296,9 +243,8 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         for chain in chains(ordered, req_context).values():
             self._used([ordered[i] for i in chain], io.keys, probe_unknown=True)
 
-    def _used(
-        self, chain: Sequence[OffloadKey], mapper: KeyMapper, *, probe_unknown: bool = False
-    ) -> None:
+    def _used(self, chain: Sequence[OffloadKey], mapper: KeyMapper, *,
+              probe_unknown: bool = False) -> None:  # fmt: skip
         """Blocks of one chain (in chain order) were used: queue their renewal."""
         if self.renewer is not None:
             self.usage.used([mapper.key_for(k) for k in chain], probe_unknown=probe_unknown)
@@ -320,28 +266,15 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
             job_metadata,
             parents(keys, job_metadata.req_context, self._tokens),
             limit=1 if verdict == "trial" else None,  # after refused writes: one block
-            present=self._known_present(io, keys),
+            present=io.known_present(keys),
             transfers=(io.uploader, io.downloader),
         )
 
-    def _known_present(self, io: TenantIO, keys: Sequence[OffloadKey]) -> frozenset[bytes]:
-        """Keys this tier knows stored (stored, loaded or found by it) and not damaged:
-        vLLM asks to store what it recomputed after a failed or skipped load, and their
-        bytes need not cross a slow link again to be refused as present."""
-        mapper, presence = io.keys, self.downloader.presence
-        damaged = io.uploader.damaged
-        return frozenset(
-            k for k in keys
-            if presence.get(object_key := mapper.key_for(k)) is True and object_key not in damaged
-        )  # fmt: skip
-
     def submit_load(self, job_metadata: TransferJob) -> None:
-        io = self._io(job_metadata.req_context)
-        if io is None:  # never looked up as a HIT; answered failed all the same
-            self._runner.refuse(job_metadata, "not offloaded (its tenant)")
-            return
-        if self.health.is_open:
-            self._runner.refuse(job_metadata, "the store's breaker is open")
+        io = self._io(job_metadata.req_context)  # None: never looked up as a HIT
+        if io is None or self.health.is_open:
+            why = "not offloaded (its tenant)" if io is None else "the store's breaker is open"
+            self._runner.refuse(job_metadata, why)
             return
         deadline = self._budget.deadline(job_metadata.req_context.req_id)
         self._runner.submit(job_metadata, deadline=deadline,
@@ -405,8 +338,7 @@ class S3TierManager(SecondaryTierManager):  # type: ignore[misc]
         if finished.refused:
             return  # declined without a request: counted when declined
         self.metrics.on_job(is_load=job.is_promotion, report=report)
-        tenant = self.tenancy.of(job.req_context).tenant
-        self.tenant_metrics.on_job(tenant, is_load=job.is_promotion, report=report)
+        self._count_tenant(job, report)
         kind = "load" if job.is_promotion else "store"
         if finished.expired:
             self.metrics.count(BUDGET_EXPIRED, "load")
