@@ -99,7 +99,8 @@ def metric_definitions() -> dict[str, OffloadingMetricMetadata]:
             labelnames=(*tier, "kind"),
         ),
         LOOKUP_HEADS: OffloadingCounterMetadata(
-            documentation="HEAD requests sent by the s3kv tier's lookups.",
+            documentation="Presence looks sent by the s3kv tier's lookups (a GET of a "
+            "block's first byte each; the name is from when they were HEADs).",
             labelnames=tier,
         ),
         LOOKUP_CACHE_ANSWERS: OffloadingCounterMetadata(
