@@ -69,6 +69,11 @@ SOURCES: dict[str, Source] = {
                                  "calls", "loop", "equal")},
         "Seconds to load one prompt's KV, per link and block size: s3kv's tier, vLLM's obj "
         "tier and bare awscrt GETs"),
+    "prompt-load-sse-c": Source(
+        ".venv-vllm/bin/python bench/bench_prompt_load.py --links rgw-https,aws-like-tls "
+        "--tiers s3kv,s3kv-sse-c --prompts 3072 --rounds 3 --ceilings '' "
+        "--json docs/img/prompt-load-sse-c.json --chart docs/img/prompt-load-sse-c.png",
+        {"encryption": _from("bench.lib.prompt_report", "encryption")}),
     "clients": Source(
         ".venv/bin/python bench/bench_clients.py --json docs/img/clients.json",
         {"table": _from("bench.bench_clients", "table")}),
