@@ -26,6 +26,7 @@ from typing import Any
 
 OURS = "s3kv"
 OURS_COLOR = "#d62728"
+OURS_LIGHT = "#f2a0a0"
 # Everyone else in quiet, distinguishable colours (matplotlib's tab10 without the red).
 OTHERS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -69,9 +70,11 @@ def ours(name: str) -> bool:
 
 
 def colors(names: Sequence[str]) -> dict[str, str]:
-    """s3kv in red, every other series its own colour, stable for a given list of names."""
+    """s3kv in red (a second s3kv series, as ``s3kv, SSE-C``, in light red), every other
+    series its own colour, stable for a given list of names."""
     others = iter(OTHERS * 3)
-    return {n: OURS_COLOR if ours(n) else next(others) for n in names}
+    reds = iter([OURS_COLOR, *[OURS_LIGHT] * len(names)])
+    return {n: next(reds) if ours(n) else next(others) for n in names}
 
 
 def grouped_bars(

@@ -73,7 +73,9 @@ SOURCES: dict[str, Source] = {
         ".venv-vllm/bin/python bench/bench_prompt_load.py --links rgw-https,aws-like-tls "
         "--tiers s3kv,s3kv-sse-c --prompts 3072 --rounds 3 --ceilings '' "
         "--json docs/img/prompt-load-sse-c.json --chart docs/img/prompt-load-sse-c.png",
-        {"encryption": _from("bench.lib.prompt_report", "encryption")}),
+        {"encryption": _from("bench.lib.prompt_report", "encryption")},
+        "Seconds to load one prompt's KV with and without a key per tenant (SSE-C): "
+        "s3kv's tier on Ceph RGW over TLS and the AWS-like TLS link"),
     "clients": Source(
         ".venv/bin/python bench/bench_clients.py --json docs/img/clients.json",
         {"table": _from("bench.bench_clients", "table")}),

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.unit
 # The charts the docs show (scripts/doc_figures.py), and the script that redraws each.
 REDRAW = {
     "prompt-load": ["bench_prompt_load.py", "--redraw"],
+    "prompt-load-sse-c": ["bench_prompt_load.py", "--redraw"],
     "ttft": ["bench_ttft.py", "--redraw"],
     "lookup-requests": ["bench_lookup_latency.py", "--redraw"],
     "transfer-rgw-http": ["bench_transfer.py", "--redraw"],
