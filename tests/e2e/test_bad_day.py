@@ -201,9 +201,14 @@ def test_hits_resume_within_ten_seconds_of_the_stores_return(day: Day) -> None:
 def test_a_stalled_manifest_costs_hits_nothing(day: Day) -> None:
     phase = [s for s in day.steps if s.phase == "manifest-stall"]
     hits = [s for s in phase if s.names[0].startswith("P")]
+    # Loaded in full: a hit that waited on the manifest (its look stalls until the phase
+    # ends) would have run out its budget and been recomputed (cached 0).
     assert hits and all(s.results[0]["num_cached_tokens"] == PROMPT_TOKENS for s in hits)
+    # And none took a whole budget's wait on top of a recompute (before issue 40 such
+    # hits took 60 s). Not the recompute + 1 s this once asserted: at load 4 a hit loaded
+    # in full took 2.14 s against a 1.14 s recompute, the engine's own time varying.
     for s in phase:
-        assert s.seconds <= day.recompute_seconds + 1.0, _summary(day)
+        assert s.seconds <= day.recompute_seconds + BUDGET, _summary(day)
 
 
 def test_an_outage_says_so_in_a_few_lines(day: Day) -> None:
