@@ -24,9 +24,11 @@ differing from a verified source) is replaced from a source block that passes it
 namespace whose manifest cannot be written (a folder that cannot be made) is reported
 failed with the reason, and the sync goes on with the others.
 
-The source is listed twice: first to count (the totals progress shows, and the check
-that the location and the filters match something, before anything is written:
-:class:`s3kv.ops.scope.Census`), then to copy.
+The source is listed once before anything is written: to count (the totals progress
+shows, and the check that the location and the filters match something:
+:class:`s3kv.ops.scope.Census`) and to learn each rank folder's usual block size. Its
+entries are kept for the copy up to :data:`REPLAY_ENTRIES` (about 1 KiB each); a longer
+listing is walked again to copy, so memory stays bounded for any count.
 """
 
 from __future__ import annotations
@@ -75,6 +77,15 @@ __all__ = [
 ]
 
 _Outcome = Literal["copied", "already_present", "replaced"]
+
+REPLAY_ENTRIES = 10_000
+"""Listed entries kept from the count for the copy (about 10 MiB); a longer listing is
+listed again, a small share of copying that many blocks."""
+
+
+def rank_folder(key: str) -> str:
+    """The rank folder a block key sits in: ``prefix/<folder>_r<rank>/``."""
+    return key.rsplit("/", 3)[0] + "/"
 
 def sync(
     source: str | os.PathLike[str] | Location,
@@ -150,15 +161,25 @@ class _Sync:
         self.slots = threading.BoundedSemaphore(concurrency * 2)
 
     def run(self) -> SyncReport:
-        # Pass 1: count, and refuse a location or filter that matches nothing before
-        # anything is written.
+        # Count, and refuse a location or filter that matches nothing before anything is
+        # written; learn every rank folder's usual block size on the way.
+        kept: list[Entry] | None = []
+        sizes: dict[str, Counter[int]] = {}
         for entry in walk(self.src, self.src_loc):
+            if entry.parsed is not None and entry.parsed.kind == "block":
+                sizes.setdefault(rank_folder(entry.info.key), Counter())[entry.info.size] += 1
             if self.census.add(entry) and entry.parsed and entry.parsed.kind == "block":
                 self.meter.add(1, entry.info.size)
+            if kept is not None:
+                if len(kept) < REPLAY_ENTRIES:
+                    kept.append(entry)
+                else:
+                    kept = None  # too many to keep: listed again to copy
+        self.sizes.update((folder, usual_size(counts)) for folder, counts in sizes.items())
         self.census.check(self.src, allow_empty=self.options.allow_empty)
         self.meter.start("copying", blocks=self.census.blocks, nbytes=self.census.bytes)
         try:
-            for entry in walk(self.src, self.src_loc):
+            for entry in kept if kept is not None else walk(self.src, self.src_loc):
                 if entry.parsed is None:
                     if entry.temp or entry.nested:  # a write in progress; another cache
                         continue
@@ -329,8 +350,8 @@ class _Sync:
 
     def _usual_size(self, src_key: str) -> int | None:
         """The usual block size of the source folder holding ``src_key`` (its namespace
-        and rank), from one listing of that folder, made the first time it is asked."""
-        folder = src_key.rsplit("/", 3)[0] + "/"  # prefix/<folder>_r<rank>/
+        and rank): from the count's listing, else one listing of that folder."""
+        folder = rank_folder(src_key)
         with self.sizes_lock:
             if folder not in self.sizes:
                 sizes: Counter[int] = Counter()

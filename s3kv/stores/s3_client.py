@@ -7,10 +7,13 @@ source conditions go out under the names Ceph RGW reads as well.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
+from botocore.utils import parse_timestamp
 
 from s3kv.settings import S3Settings
 from s3kv.stores.endpoint import addressing_style, configured_endpoint
@@ -37,7 +40,31 @@ def new_session(settings: S3Settings) -> Any:
     environment's), while ``AWS_PROFILE`` stays boto3's own default (the environment's
     keys win over it), exactly as botocore resolves them."""
     with client_setup():
-        return boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
+        core = botocore.session.get_session()
+        # A listing's every LastModified through dateutil costs ~60 us a key, half of a
+        # 1,000-key page's time: ISO 8601 with its zone goes through the standard library.
+        core.get_component("response_parser_factory").set_parser_defaults(
+            timestamp_parser=parse_time
+        )
+        return boto3.session.Session(
+            profile_name=settings.profile, region_name=settings.region, botocore_session=core
+        )
+
+
+def parse_time(value: Any) -> datetime:
+    """A response's timestamp as botocore's own parser gives it (timezone-aware), ISO
+    8601 with a zone (listings) parsed by :meth:`datetime.fromisoformat`; anything else
+    (HTTP dates, epoch seconds, no zone) by botocore."""
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            if parsed.tzinfo is not None:
+                return parsed
+    when: datetime = parse_timestamp(value)
+    return when
 
 
 def _make_client(settings: S3Settings, session: Any, endpoint: str | None, network: Network) -> Any:

@@ -32,6 +32,34 @@ def cache(bucket: str, moto_server: str, s3: Any) -> tuple[str, list[bytes], str
     return url, ks, key
 
 
+@pytest.mark.parametrize("kept", [10_000, 3])
+def test_a_pull_lists_its_source_once_when_it_can_keep_the_listing(
+    proxy: Any,
+    bucket: str,
+    moto_server: str,
+    data_path: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    kept: int,
+) -> None:
+    """The count, the rank folder's usual size and the copy come from one listing (it
+    was three: count, copy, and the folder's sizes); a listing longer than the entries
+    kept is walked again to copy, and every block still arrives."""
+    import s3kv.ops.sync as sync
+
+    monkeypatch.setattr(sync, "REPLAY_ENTRIES", kept)
+    url = f"s3://{bucket}/kv"
+    seed_blocks(url, moto_server, 6)
+    p = proxy(max_keys=4)  # two pages a walk
+    code, out, err = cli(capsys, "pull", url, str(tmp_path / "dst"), "--json", endpoint=p.url,
+                         data_path=data_path)
+    assert code == 0 and json.loads(out)["copied"] == 6, (out, err)
+    assert len(list((tmp_path / "dst").rglob("*.bin"))) == 6
+    walks = 1 if kept > 7 else 2  # 6 blocks and the manifest
+    assert len([r for r in p.requests if r.is_listing]) == 2 * walks
+
+
 def gets_of(p: Any, key: str) -> list[Any]:
     return [r for r in p.seen("GET") if r.path.endswith(key)]
 
