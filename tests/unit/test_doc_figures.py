@@ -44,11 +44,21 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 
-def page_jsons(text: str) -> list[dict]:
-    """The JSON documents a page's blocks show (those that exist)."""
+def page_jsons(text: str, page: str = "README.md") -> list[dict]:
+    """The JSON documents a page's blocks show (those that exist), and the committed
+    evidence JSON it links (``[JSON](../bench/evidence/NAME.json)``)."""
     names = {name for name, _, _ in blocks.blocks(text)}
-    return [json.loads(p.read_text()) for n in sorted(names)
-            if (p := doc_figures.json_path(n)).exists()]
+    shown = [json.loads(p.read_text()) for n in sorted(names)
+             if (p := doc_figures.json_path(n)).exists()]
+    here = (ROOT / page).parent
+    linked = [(here / link).resolve() for link in _evidence_links(text)]
+    return shown + [json.loads(p.read_text()) for p in linked if p.is_file()]
+
+
+def _evidence_links(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"\]\(((?:\.\./)*bench/evidence/[^)]+\.json)\)", text)
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -67,7 +77,7 @@ def test_every_block_is_what_its_json_renders(page: str) -> None:
 @pytest.mark.parametrize("page", PAGES)
 def test_no_measured_figure_outside_the_blocks(page: str) -> None:
     text = (ROOT / page).read_text()
-    numbers = [n for doc in page_jsons(text) for n in blocks.json_numbers(doc)]
+    numbers = [n for doc in page_jsons(text, page) for n in blocks.json_numbers(doc)]
     loose = [f for f in blocks.figures(text) + blocks.measured_tables(text)
              if (page, f.text) not in ALLOWED and not blocks.matches(f, numbers)]
     assert not loose, (f"{page}: figures outside generated blocks, in no JSON the page "
@@ -82,6 +92,19 @@ def test_every_json_a_doc_shows_was_recorded_on_a_quiet_machine() -> None:
             assert "trust" in doc and doc["loaded"] is False, (
                 f"{path.name}: not recorded on a quiet machine (load average at the start "
                 "over 1, or no record); rerun its benchmark on a quiet machine")
+
+
+def test_every_evidence_json_a_doc_links_was_recorded_on_a_quiet_machine() -> None:
+    for page in PAGES:
+        here = (ROOT / page).parent
+        for link in _evidence_links((ROOT / page).read_text()):
+            path = (here / link).resolve()
+            assert path.is_file(), f"{page} links {link}, which does not exist"
+            doc = json.loads(path.read_text())
+            load = doc.get("load_average_1m_at_start", doc.get("load_average_at_start"))
+            assert load is not None and load < 1, (
+                f"{page} links {link}: its load average at the start is {load}, not under "
+                "1; rerun it on a quiet machine")
 
 
 def test_docs_img_holds_only_what_a_doc_shows() -> None:
