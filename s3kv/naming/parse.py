@@ -73,6 +73,19 @@ class ParsedKey:
         return join_prefix(self.prefix, self.relative_path)
 
 
+def parse_folder(name: str) -> tuple[str, str, int | None] | None:
+    """A cache's top folder name as (namespace folder, digest, rank): a rank folder
+    ``<model>_<digest>_r<rank>`` or a namespace folder ``<model>_<digest>`` (rank None);
+    None for any other name."""
+    found = _RANK_FOLDER.match(name)
+    if found:
+        return found["folder"], found["digest"], int(found["rank"])
+    found = _FOLDER.match(name)
+    if found:
+        return name, found["digest"], None
+    return None
+
+
 def parse_key(key: str) -> ParsedKey:
     """Parse a block or manifest key; :class:`NotAnS3KVKeyError` for anything else.
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from s3kv.errors import InvalidLocationError, NothingMatchedError, plural
 from s3kv.naming.location import Location, parse_location
-from s3kv.naming.parse import ParsedKey, parse_key
+from s3kv.naming.parse import ParsedKey, parse_folder, parse_key
 from s3kv.stores import Store
 from s3kv.transfers.listing import Entry, child_names, root_of
 
@@ -93,6 +93,19 @@ class Census:
         if not self.wants_namespace(parsed.folder, parsed.digest):
             return False
         return parsed.kind != "block" or not self.wanted_ranks or parsed.rank in self.wanted_ranks
+
+    def wants_path(self, key: str) -> bool:
+        """Whether the filters keep anything under ``key`` (a path below the location,
+        parsed by its top folder): every path when nothing was filtered."""
+        if not self.wanted_namespaces and not self.wanted_ranks:
+            return True
+        found = parse_folder(key.split("/", 1)[0])
+        if found is None:
+            return False
+        folder, digest, rank = found
+        if not self.wants_namespace(folder, digest):
+            return False
+        return rank is None or not self.wanted_ranks or rank in self.wanted_ranks
 
     def nested_caches(self) -> tuple[NestedCache, ...]:
         return tuple(
@@ -192,6 +205,16 @@ class Census:
                 + f"; ranks present: {there}",
                 suggestions=tuple(str(r) for r in sorted(present)),
             )
+
+
+def unread(where: str, what: str) -> str:
+    """Why an entry of a directory was neither copied nor checked (see
+    :meth:`s3kv.stores.local.LocalStore.passed_over`)."""
+    return (
+        f"{where} is {what}: not read and not followed (s3kv reads only the regular files "
+        "and folders inside a cache directory: nothing outside it is sent or checked); put "
+        "the file or folder itself in its place"
+    )
 
 
 def closest(value: str, candidates: Iterable[str], *, n: int = 3) -> list[str]:

@@ -45,6 +45,7 @@ from typing import Literal
 import s3kv.integrity as integrity
 from s3kv.errors import (
     ChecksumMismatchError,
+    NothingMatchedError,
     ObjectNotFoundError,
     S3KVError,
     SizeMismatchError,
@@ -52,7 +53,7 @@ from s3kv.errors import (
 from s3kv.naming.location import Location, parse_location
 from s3kv.naming.parse import ParsedKey, parse_key
 from s3kv.ops import damage
-from s3kv.ops.scope import Census
+from s3kv.ops.scope import Census, unread
 from s3kv.ops.sync_files import pull_block, push_block
 from s3kv.ops.sync_manifest import ManifestCopy
 from s3kv.ops.sync_report import (
@@ -152,6 +153,7 @@ class _Sync:
         self.lock = threading.Lock()
         self.stray = 0
         self.stray_examples: list[str] = []
+        self.unread = 0  # entries of a source directory that are not files or folders
         self.started = time.perf_counter()
         self.manifests = ManifestCopy(src, src_loc, src_settings, dst, dst_loc, dst_settings,
                                       options)
@@ -176,7 +178,21 @@ class _Sync:
                 else:
                     kept = None  # too many to keep: listed again to copy
         self.sizes.update((folder, usual_size(counts)) for folder, counts in sizes.items())
-        self.census.check(self.src, allow_empty=self.options.allow_empty)
+        passed = {key: what for key, what in self.src.passed_over().items()
+                  if self.census.wants_path(key.removeprefix(self.src_loc.prefix))}
+        try:
+            self.census.check(self.src, allow_empty=self.options.allow_empty)
+        except NothingMatchedError as exc:
+            if passed:
+                key, what = next(iter(passed.items()))
+                why = unread(self.src_loc.url_for(key), what)
+                raise NothingMatchedError(f"{exc}; {why}") from None
+            raise
+        for key, what in passed.items():  # never read: each one failed, none left unsaid
+            self.unread += 1
+            with self.lock:
+                if len(self.failures) < MAX_FAILURES_KEPT:
+                    self.failures[key] = unread(self.src_loc.url_for(key), what)
         self.meter.start("copying", blocks=self.census.blocks, nbytes=self.census.bytes)
         try:
             for entry in kept if kept is not None else walk(self.src, self.src_loc):
@@ -410,7 +426,7 @@ class _Sync:
             namespaces=states,
             copied=sum(s.copied for s in states),
             already_present=sum(s.already_present for s in states),
-            failed=sum(s.failed for s in states),
+            failed=sum(s.failed for s in states) + self.unread,
             skipped=sum(s.skipped for s in states),
             bytes=sum(s.bytes for s in states),
             seconds=time.perf_counter() - self.started,

@@ -187,6 +187,11 @@ class Store(abc.ABC):
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
         """Every object whose key starts with ``prefix``, in key order, page by page."""
 
+    def passed_over(self) -> dict[str, str]:
+        """Entries this store's listings met but did not list, ``{key: what it is}``:
+        none in a bucket (see :meth:`s3kv.stores.local.LocalStore.passed_over`)."""
+        return {}
+
     @abc.abstractmethod
     def delete_many(self, keys: Sequence[str]) -> dict[str, str]:
         """Delete keys (in batches of up to 1,000); returns ``{key: reason}`` of failures."""

@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import stat
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -30,6 +31,8 @@ _UNSAFE = re.compile(r"[\x00-\x1f\x7f\\]")
 """Control characters and backslashes: no key holds them as a path under the root."""
 _CREATE_FLAGS = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_PASSED_KEPT = 1000
+"""Entries a listing passed over that a store keeps to report (the first ones met)."""
 
 
 class LocalStore(Store):
@@ -40,6 +43,17 @@ class LocalStore(Store):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).absolute()
         self.name = str(self.root)
+        self._passed: dict[str, str] = {}
+        self._passed_lock = threading.Lock()
+
+    def passed_over(self) -> dict[str, str]:
+        """What listings met and did not list: entries that are neither regular files nor
+        folders (a symlink, to a file or a folder; a FIFO, a socket, a device), ``{key:
+        what it is}``. None is read or followed: a symlink inside the root could name
+        anything on the machine. Callers that copy or check a directory report these,
+        so nothing is left out unsaid."""
+        with self._passed_lock:
+            return dict(self._passed)
 
     def path_for(self, key: str) -> Path:
         """The file of a key; refuses any key that could leave the root."""
@@ -128,9 +142,29 @@ class LocalStore(Store):
                 sub = key + "/"
                 if sub.startswith(prefix) or prefix.startswith(sub):
                     yield from self._walk(Path(entry.path), sub, prefix, after)
-            elif key.startswith(prefix) and key > after and entry.is_file(follow_symlinks=False):
-                st = entry.stat(follow_symlinks=False)
-                yield _info(key, st.st_size, st.st_mtime)
+            elif entry.is_file(follow_symlinks=False):
+                if key.startswith(prefix) and key > after:
+                    st = entry.stat(follow_symlinks=False)
+                    yield _info(key, st.st_size, st.st_mtime)
+            elif (key.startswith(prefix) or prefix.startswith(key + "/")) and key > after:
+                self._pass_over(key, entry)
+
+    def _pass_over(self, key: str, entry: os.DirEntry[str]) -> None:
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            return  # gone meanwhile
+        if stat.S_ISLNK(mode):
+            what = "a symbolic link"
+        elif stat.S_ISFIFO(mode):
+            what = "a FIFO"
+        elif stat.S_ISSOCK(mode):
+            what = "a socket"
+        else:
+            what = "a device or other special file"
+        with self._passed_lock:
+            if len(self._passed) < _PASSED_KEPT:
+                self._passed[key] = what
 
     # -- writes -----------------------------------------------------------------------
 

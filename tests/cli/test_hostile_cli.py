@@ -211,3 +211,64 @@ def test_a_same_size_block_with_another_checksum_is_not_already_present(
     again = json.loads(s3kv("cp", url, peer_url, *conn, "--json").stdout)
     assert (again["already_present"], again["failed"]) == (2, 1)
     assert len(keys_in(client, f"{bucket}-peer", "team/kv/")) == 4
+
+
+def test_push_and_verify_fail_what_a_source_holds_that_is_not_a_file_or_folder(
+    tmp_path: Path, moto_server: str, bucket: str, client: Any
+) -> None:
+    """A rank folder symlinked to another disk, a symlinked block and a FIFO named as a
+    block: never read nor followed, and never left out unsaid (before, push said "0
+    copied" and exited 0, and verify found nothing)."""
+    src, elsewhere = tmp_path / "src", tmp_path / "elsewhere"
+    ns, other = namespace(), namespace("Qwen/Qwen3-0.6B")
+    write_tree(src, ns, 3, ranks=2)
+    write_tree(elsewhere, ns, 2, ranks=2, seed=1)
+    write_tree(src, other, 2, seed=2)
+    linked = f"{ns.folder}_r1"
+    for path in sorted((src / linked).rglob("*.bin")):
+        path.unlink()
+    os.rename(src / linked, tmp_path / "was")
+    (src / linked).symlink_to(elsewhere / linked, target_is_directory=True)
+    blocks = sorted((src / f"{ns.folder}_r0").rglob("*.bin"))
+    target = elsewhere / f"{ns.folder}_r0" / "outside.bin"
+    target.write_bytes(b"s" * BLOCK)
+    blocks[0].unlink()
+    blocks[0].symlink_to(target)
+    blocks[1].unlink()
+    os.mkfifo(blocks[1])
+    url = f"s3://{bucket}/team/kv"
+    conn = ("--endpoint-url", moto_server)
+
+    push = s3kv("push", str(src), url, *conn, "--json")
+    no_traceback(push)
+    assert push.returncode == 1, push.stderr
+    report = json.loads(push.stdout)
+    assert report["ok"] is False and report["failed"] == 3 and report["copied"] == 3
+    why = report["failures"]
+    assert "symbolic link" in why[linked] and "not followed" in why[linked]
+    assert "symbolic link" in why[blocks[0].relative_to(src).as_posix()]
+    assert "FIFO" in why[blocks[1].relative_to(src).as_posix()]
+    stored = keys_in(client, bucket)
+    assert not [k for k in stored if f"/{linked}/" in k]  # nothing behind the link was sent
+    assert len([k for k in stored if k.endswith(".bin")]) == 3  # the regular blocks were
+
+    # another namespace asked for: what is passed over in this one is not its failure
+    only = s3kv("push", str(src), url, *conn, "--namespace", other.folder, "--json")
+    assert only.returncode == 0, only.stdout + only.stderr
+
+    human = s3kv("push", str(src), url, *conn)
+    no_traceback(human)
+    assert human.returncode == 1 and "is a FIFO: not read and not followed" in human.stdout
+
+    verify = s3kv("verify", str(src), "--json")
+    no_traceback(verify)
+    assert verify.returncode == 1
+    assert json.loads(verify.stdout)["counts"]["not-a-file"] == 3
+
+    # a source holding nothing but a link says so, not just "no namespaces"
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    (lonely / linked).symlink_to(elsewhere / linked, target_is_directory=True)
+    nothing = s3kv("push", str(lonely), url, *conn)
+    no_traceback(nothing)
+    assert nothing.returncode == 7 and "is a symbolic link" in nothing.stderr
