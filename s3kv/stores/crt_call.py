@@ -21,7 +21,13 @@ from typing import Any
 from awscrt import s3
 from awscrt.exceptions import AwsCrtError
 
-from s3kv.errors import S3KVError, StoreError, TransferCancelledError, TransientStoreError
+from s3kv.errors import (
+    AccessDeniedError,
+    S3KVError,
+    StoreError,
+    TransferCancelledError,
+    TransientStoreError,
+)
 from s3kv.integrity import Checksum
 from s3kv.settings import display_url
 from s3kv.stores.base import ObjectInfo
@@ -64,6 +70,24 @@ _UNREACHABLE = frozenset(
 
 # awscrt's names for an answer that is no well-formed S3 answer (malformed framing, a
 # missing header S3 always sends): a wire fault, retried.
+_LOCAL_FILE = {
+    "AWS_ERROR_NO_SPACE": "no space left on device; free space, then run it again (a re-run "
+    "copies only what is missing)",
+    "AWS_ERROR_MAX_FDS_EXCEEDED": "too many open files; raise the limit (ulimit -n) or lower "
+    "--concurrency",
+    "AWS_ERROR_FILE_OPEN_FAILURE": "it could not be opened",
+    "AWS_ERROR_FILE_READ_FAILURE": "it could not be read",
+    "AWS_ERROR_FILE_WRITE_FAILURE": "it could not be written",
+    "AWS_ERROR_FILE_INVALID_PATH": "no such file or folder",
+    "AWS_ERROR_INVALID_FILE_HANDLE": "it was closed meanwhile",
+    "AWS_ERROR_S3_RECV_FILE_ALREADY_EXISTS": "it exists already",
+    "AWS_ERROR_S3_RECV_FILE_NOT_FOUND": "no such file",
+}
+"""awscrt's names for a failure of the local file it reads a PUT's body from or writes a
+GET's body to (``send_filepath``, ``recv_filepath``): this machine's problem, not the
+store's, so never retried (a full disk stays full) and never counted against the store
+(its pause, its breaker, its retry quota)."""
+
 _MALFORMED = {
     "AWS_ERROR_S3_MISSING_CONTENT_RANGE_HEADER": "a ranged answer without Content-Range",
     "AWS_ERROR_S3_INVALID_CONTENT_RANGE_HEADER": "a Content-Range that is not S3's",
@@ -300,6 +324,11 @@ def crt_failure(
         if exc.name in ("AWS_ERROR_S3_SLOW_DOWN", "AWS_ERROR_S3_INTERNAL_ERROR",
                         "AWS_ERROR_S3_REQUEST_TIMEOUT"):
             return error_for(method, where, status=503, region=region)
+        if exc.name == "AWS_ERROR_NO_PERMISSION":
+            return AccessDeniedError(f"{method} {where}: its local file: permission denied")
+        if exc.name in _LOCAL_FILE:
+            return StoreError(f"{method} {where}: its local file: {_LOCAL_FILE[exc.name]} "
+                              f"({exc.name})")
         if exc.name in _MALFORMED:
             return not_s3(method, where, network.endpoint,
                           f"{_MALFORMED[exc.name]} ({exc.name}){network.via}")

@@ -156,3 +156,30 @@ def test_a_block_damaged_at_rest_is_reported_as_damage(
     assert code == 1 and found["counts"] == {"checksum-mismatch": 2}
     assert all("damaged" in f["message"] for f in found["findings"])
     assert len(p.injected("flip")) == 8  # each block read twice, twice
+
+
+def test_a_full_local_disk_is_the_machines_problem_told_once_never_retried(
+    proxy: Any, bucket: str, moto_server: str
+) -> None:
+    """awscrt writing a GET's body into a file on a full disk (``/dev/full``: every write
+    is ENOSPC) fails that block once, with the cause and the fix, and is not counted
+    against the store: it was retried as the store's failure until its retry quota was
+    spent, and said only 'AWS_ERROR_NO_SPACE: Out of space on disk'."""
+    from s3kv.errors import StoreError, TransientStoreError
+    from s3kv.retry import with_retries
+    from s3kv.stores.crt import CrtS3Store
+
+    url = f"s3://{bucket}/kv"
+    seed_blocks(url, moto_server, 1)
+    p = proxy()
+    store = CrtS3Store(bucket, settings(p.url, "crt"))
+    try:
+        key = next(i.key for i in store.list("kv/") if i.key.endswith(".bin"))
+        with pytest.raises(StoreError, match="no space left on device; free space") as caught:
+            with_retries(lambda: store.get_to_path(key, "/dev/full", max_bytes=1 << 30),
+                         store.settings)
+        assert not isinstance(caught.value, TransientStoreError)
+        assert len(gets_of(p, key)) == 1
+        assert store.get(key)[1].size > 0  # the store is not paused for it
+    finally:
+        store.close()
