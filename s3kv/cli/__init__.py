@@ -12,13 +12,16 @@ Exit codes (also in ``s3kv --help``):
 * 6  integrity error (checksum or size mismatch)
 * 7  nothing matched: a location with no namespace (``--allow-empty`` accepts an existing
      empty one), a ``--namespace``, ``--rank`` or ``--model`` that matches none
-* 130 interrupted (Ctrl-C); the message says what was done and how to resume
+* 130 interrupted (Ctrl-C, or SIGTERM as systemd and Kubernetes stop a process); the
+     message says what was done and how to resume
 """
 
 from __future__ import annotations
 
 import io
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from s3kv.cli.app import build_parser, parse, run
@@ -35,7 +38,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     parser = build_parser()
     args = parse(parser, sys.argv[1:] if argv is None else list(argv))
-    return run(parser, args)
+    if threading.current_thread() is not threading.main_thread():
+        return run(parser, args)
+    # A stop (systemd, Kubernetes, kill) ends a command as Ctrl-C does: blocks in flight
+    # finish or are removed, nothing half-written stays, and the message says how to resume.
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return run(parser, args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":  # pragma: no cover

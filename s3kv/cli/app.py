@@ -60,7 +60,7 @@ exit codes:
   0 success; 1 findings or failed blocks; 2 bad usage or input; 3 not found (bucket,
   object, file); 4 access denied; 5 store or network failure; 6 integrity error;
   7 nothing matched (a location with no namespace, a --namespace, --rank or --model that
-  matches none); 130 interrupted
+  matches none); 130 interrupted (Ctrl-C or SIGTERM)
 
 environment:
   AWS_ENDPOINT_URL, AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, ... as the AWS CLI;

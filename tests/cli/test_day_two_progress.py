@@ -26,7 +26,7 @@ from s3kv.ops.verify import verify
 from s3kv.progress import Progress
 from s3kv.transfers.listing import SortedPresence
 from tests.cli.day_two import BLOCK, bucket, cli, keys_in, namespace, s3, write_tree
-from tests.faults.proxy import FaultProxy, slow_puts
+from tests.faults.proxy import FaultProxy, slow_gets, slow_puts
 
 pytestmark = pytest.mark.integration
 __all__ = ["bucket", "s3"]  # fixtures used by name
@@ -174,3 +174,44 @@ def test_ctrl_c_on_a_real_push_exits_130_and_a_rerun_finishes(
     report = json.loads(rerun.stdout)
     assert rerun.returncode == 0 and report["already_present"] == stored
     assert report["copied"] == 300 - stored
+
+
+def test_a_stopped_pull_sigterm_as_systemd_and_kubernetes_send_leaves_no_temp_file(
+    tmp_path: Path, moto_server: str, bucket: str, s3: Any
+) -> None:
+    """SIGTERM ends a command as Ctrl-C does: the blocks in flight finish or are removed,
+    exit 130 with how to resume (it killed the process at once, leaving temp files: 30 of
+    them after a pull of 1,024 blocks stopped at 0.9 s)."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write_tree(src, namespace(), 200)
+    url = f"s3://{bucket}/kv"
+    assert cli_push(src, url, moto_server).returncode == 0
+    with FaultProxy(moto_server, slow_gets, delay=0.02) as proxy:  # 200 GETs: 4 s at 1
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "s3kv.cli", "pull", url, str(dst), "--endpoint-url",
+             proxy.url, "--concurrency", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(list(dst.rglob("*.bin"))) < 20 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the pull ended before it could be stopped"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "pull: interrupted after " in err and "of 200 blocks" in err
+    assert not list(dst.rglob("*.tmp"))
+    rerun = subprocess.run(
+        [sys.executable, "-m", "s3kv.cli", "pull", url, str(dst), "--endpoint-url",
+         moto_server, "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    report = json.loads(rerun.stdout)
+    assert rerun.returncode == 0 and report["copied"] + report["already_present"] == 200
+
+
+def cli_push(src: Path, url: str, endpoint: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "s3kv.cli", "push", str(src), url, "--endpoint-url", endpoint],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip

@@ -189,6 +189,12 @@ def slow_puts(request: Request) -> str | None:
     running when a test interrupts it, and whose blocks land before it hears of them."""
     return "slow" if request.method == "PUT" else None
 
+
+def slow_gets(request: Request) -> str | None:
+    """Every block GET ``slow``: a pull that is certainly still running when a test stops
+    it (listings answer at once)."""
+    return "slow" if request.method == "GET" and not request.is_listing else None
+
 class FaultProxy:
     def __init__(
         self,
