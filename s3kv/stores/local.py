@@ -179,7 +179,7 @@ class LocalStore(Store):
             raise from_os_error(exc, "write", str(path)) from exc
         tmp = f"{name}_{secrets.token_hex(8)}{TMP_SUFFIX}"
         try:
-            if options.create_only and _exists(name, parent):
+            if options.create_only and _exists(name, parent, str(path)):
                 return False
             fd = os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=parent)
             try:
@@ -190,7 +190,7 @@ class LocalStore(Store):
                 os.close(fd)
             if written != len(view):
                 raise StoreError(f"write {path}: short write ({written} of {len(view)} bytes)")
-            return self._publish(tmp, name, parent, options.create_only)
+            return self._publish(tmp, name, parent, options.create_only, str(path))
         except OSError as exc:
             raise from_os_error(exc, "write", str(path)) from exc
         finally:
@@ -217,7 +217,8 @@ class LocalStore(Store):
         try:
             os.close(os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=parent))  # ours, not another's
             yield Staged(f"/proc/self/fd/{parent}/{tmp}", str(path),
-                         lambda create_only: self._publish(tmp, name, parent, create_only))
+                         lambda create_only: self._publish(tmp, name, parent, create_only,
+                                                           str(path)))
         except OSError as exc:
             raise from_os_error(exc, "write", str(path)) from exc
         finally:
@@ -267,7 +268,7 @@ class LocalStore(Store):
         return fd
 
     @staticmethod
-    def _publish(tmp: str, name: str, parent: int, create_only: bool) -> bool:
+    def _publish(tmp: str, name: str, parent: int, create_only: bool, path: str) -> bool:
         here = {"src_dir_fd": parent, "dst_dir_fd": parent}
         if not create_only:
             os.replace(tmp, name, **here)
@@ -275,6 +276,9 @@ class LocalStore(Store):
         try:
             os.link(tmp, name, follow_symlinks=False, **here)
         except FileExistsError:
+            if not _exists(name, parent, path):  # gone meanwhile: publish it now
+                os.link(tmp, name, follow_symlinks=False, **here)
+                return True
             return False
         except OSError as exc:
             if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
@@ -357,12 +361,22 @@ def _open_folder(name: str, parent: int) -> int:
     raise AssertionError("unreachable")
 
 
-def _exists(name: str, parent: int) -> bool:
+def _exists(name: str, parent: int, path: str) -> bool:
+    """Whether a file is already where ``name`` goes (a create-only write then leaves it).
+    Anything else in its place (a folder, a symlink, a FIFO) is no file: refused, never
+    counted as the file being there, nor written through."""
     try:
-        os.stat(name, dir_fd=parent, follow_symlinks=False)
+        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
     except FileNotFoundError:
         return False
-    return True
+    if stat.S_ISREG(mode):
+        return True
+    what = (
+        "a folder" if stat.S_ISDIR(mode)
+        else "a symbolic link" if stat.S_ISLNK(mode)
+        else "a FIFO, socket or device"
+    )
+    raise StoreError(f"write {path}: {what} is in the way of the file; move it aside")
 
 
 def _is_symlink(name: str, parent: int) -> bool:

@@ -272,3 +272,25 @@ def test_push_and_verify_fail_what_a_source_holds_that_is_not_a_file_or_folder(
     nothing = s3kv("push", str(lonely), url, *conn)
     no_traceback(nothing)
     assert nothing.returncode == 7 and "is a symbolic link" in nothing.stderr
+
+
+def test_pull_fails_a_block_whose_place_a_folder_holds_never_counts_it_present(
+    tmp_path: Path, moto_server: str, bucket: str
+) -> None:
+    """A folder named as a block file in DST: pull said "1 already present", exit 0, and
+    the block was not there."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write_tree(src, namespace(), 3)
+    url = f"s3://{bucket}/team/kv"
+    conn = ("--endpoint-url", moto_server)
+    assert s3kv("push", str(src), url, *conn).returncode == 0
+    first = sorted(p.relative_to(src) for p in src.rglob("*.bin"))[0]
+    (dst / first).mkdir(parents=True)
+    pull = s3kv("pull", url, str(dst), *conn, "--json")
+    no_traceback(pull)
+    assert pull.returncode == 1, pull.stdout
+    report = json.loads(pull.stdout)
+    assert (report["copied"], report["already_present"], report["failed"]) == (2, 0, 1)
+    assert "a folder is in the way of the file" in report["failures"][first.as_posix()]
+    assert (dst / first).is_dir() and not list((dst / first).iterdir())
+    assert not list(dst.rglob("*.tmp"))

@@ -237,8 +237,16 @@ def test_local_writes_fail_with_their_cause_and_never_leave_the_root(tmp_path) -
     for key, cause in cases.items():
         with pytest.raises(StoreError, match=cause):
             store.put(key, b"data", PutOptions())
-    # a symlink where the block goes counts as present: never written through
-    assert store.put("ok/b.bin", b"data", PutOptions()) is False
+    # a symlink or a folder where the block goes is refused: never written through, and
+    # never counted as the block being there (a folder once made pull say "already present")
+    with pytest.raises(StoreError, match="a symbolic link is in the way of the file"):
+        store.put("ok/b.bin", b"data", PutOptions(create_only=True))
+    (root / "ok" / "d.bin").mkdir()
+    with pytest.raises(StoreError, match="a folder is in the way of the file"):
+        store.put("ok/d.bin", b"data", PutOptions(create_only=True))
+    with pytest.raises(StoreError), store.staged("ok/d.bin") as staged:
+        Path(staged.path).write_bytes(b"data")
+        staged.publish(True)
     assert list(outside.iterdir()) == []
     assert not [p for p in root.rglob("*.tmp")]
     assert store.put("ok/c.bin", b"data", PutOptions()) is True
