@@ -128,6 +128,7 @@ def ls(inv: Inventory) -> dict[str, Any]:
         "stray_keys": inv.stray_keys,
         "stray_examples": list(inv.stray_examples),
         "nested": nested(inv.nested),
+        "not_files": list(inv.not_files),
         "tenants": [
             {"tenant": t.tenant, "location": t.location, "namespace_count": t.namespaces,
              "blocks": t.blocks, "bytes": t.bytes}

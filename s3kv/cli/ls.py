@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         for line in render(inv, width=width):
             print(line)
         print_nested(inv.location, inv.nested)
+        for why in inv.not_files:
+            print(f"note: {why}")
     tenants = f", {plural(len(inv.tenants), 'tenant')}" if inv.tenants else ""
     summary(
         f"ls: {plural(len(inv.namespaces), 'namespace')}, {plural(inv.blocks, 'block')}, "

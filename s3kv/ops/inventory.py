@@ -31,7 +31,7 @@ from s3kv.naming.location import Location, parse_location
 from s3kv.naming.namespace import DIGEST_LENGTH
 from s3kv.naming.parse import ParsedKey
 from s3kv.naming.tenants import is_tenant, tenants_prefix
-from s3kv.ops.scope import Census, NestedCache
+from s3kv.ops.scope import Census, NestedCache, unread
 from s3kv.progress import Meter, ProgressCallback
 from s3kv.settings import S3Settings
 from s3kv.stores import open_store
@@ -117,6 +117,10 @@ class Inventory:
     """Caches nested below the location: not part of it (see :mod:`s3kv.ops.scope`)."""
     tenants: tuple[TenantUsage, ...] = ()
     """The tenants under the location, by id (not part of :attr:`namespaces`)."""
+    not_files: tuple[str, ...] = ()
+    """A directory's entries that are neither regular files nor folders (symlinks, FIFOs):
+    not listed, never followed; each with why (``push`` fails them, ``verify`` finds
+    them)."""
 
     @property
     def blocks(self) -> int:
@@ -246,6 +250,8 @@ def inventory(
                     vllm_version=record.vllm_version if record else None,
                 )
             )
+        not_files = tuple(unread(loc.url_for(key), what)
+                          for key, what in sorted(store.passed_over().items()))
     finally:
         store.close()
     return Inventory(
@@ -259,6 +265,7 @@ def inventory(
             TenantUsage(t, loc.for_tenant(t).url, len(tenant_folders[t]), n.blocks, n.bytes)
             for t, n in sorted(tenants.items())
         ),
+        not_files,
     )
 
 

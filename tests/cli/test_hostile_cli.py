@@ -265,6 +265,9 @@ def test_push_and_verify_fail_what_a_source_holds_that_is_not_a_file_or_folder(
     assert verify.returncode == 1
     assert json.loads(verify.stdout)["counts"]["not-a-file"] == 3
 
+    listed = json.loads(s3kv("ls", str(src), "--json").stdout)
+    assert len(listed["not_files"]) == 3 and "is a FIFO" in " ".join(listed["not_files"])
+
     # a source holding nothing but a link says so, not just "no namespaces"
     lonely = tmp_path / "lonely"
     lonely.mkdir()
