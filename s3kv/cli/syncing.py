@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from s3kv.settings import S3Settings
 
 EXIT_OK, EXIT_FINDINGS = 0, 1
+SHOWN = 20
+"""Failed blocks a report names on the terminal (``--json`` names more)."""
 RESUME = (
     "Run the same command again to resume: what is already there is skipped, only what "
     "is missing is sent."
@@ -95,6 +97,8 @@ def run_sync(
 
 
 def print_report(report: SyncReport) -> None:
+    from s3kv.ops.sync_report import MAX_FAILURES_KEPT
+
     copied, replaced = ("would copy", "would replace") if report.dry_run else ("copied", "replaced")
     for ns in report.namespaces:
         line = (
@@ -110,8 +114,11 @@ def print_report(report: SyncReport) -> None:
         print(line)
         if ns.problem:
             print(f"  {ns.problem}")
-    for key, why in list(report.failures.items())[:20]:
+    for key, why in list(report.failures.items())[:SHOWN]:
         print(f"failed: {key}: {why}")
+    if report.failed > SHOWN:
+        print(f"... and {report.failed - SHOWN:,} more failed (--json names up to "
+              f"{MAX_FAILURES_KEPT:,} with why)")
     if report.stray_keys:
         print(f"{report.stray_keys} key(s) outside the vLLM layout were refused (not copied):")
         for key in report.stray_examples[:20]:
