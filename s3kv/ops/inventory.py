@@ -31,7 +31,7 @@ from s3kv.naming.location import Location, parse_location
 from s3kv.naming.namespace import DIGEST_LENGTH
 from s3kv.naming.parse import ParsedKey
 from s3kv.naming.tenants import is_tenant, tenants_prefix
-from s3kv.ops.scope import Census, NestedCache, unread
+from s3kv.ops.scope import Census, NestedCache
 from s3kv.progress import Meter, ProgressCallback
 from s3kv.settings import S3Settings
 from s3kv.stores import open_store
@@ -250,8 +250,7 @@ def inventory(
                     vllm_version=record.vllm_version if record else None,
                 )
             )
-        not_files = tuple(unread(loc.url_for(key), what)
-                          for key, what in sorted(store.passed_over().items()))
+        not_files = tuple(census.not_files(store).values())
     finally:
         store.close()
     return Inventory(

@@ -107,6 +107,13 @@ class Census:
             return False
         return rank is None or not self.wanted_ranks or rank in self.wanted_ranks
 
+    def not_files(self, store: Store) -> dict[str, str]:
+        """What ``store``'s listings passed over inside what was asked (a directory's
+        symlinks, FIFOs, sockets, devices: :meth:`Store.passed_over`), key -> why."""
+        return {key: unread(self.location.url_for(key), what)
+                for key, what in sorted(store.passed_over().items())
+                if self.wants_path(key.removeprefix(self.location.prefix))}
+
     def nested_caches(self) -> tuple[NestedCache, ...]:
         return tuple(
             NestedCache(self.location.url_for(prefix), len(folders))

@@ -53,7 +53,7 @@ from s3kv.errors import (
 from s3kv.naming.location import Location, parse_location
 from s3kv.naming.parse import ParsedKey, parse_key
 from s3kv.ops import damage
-from s3kv.ops.scope import Census, unread
+from s3kv.ops.scope import Census
 from s3kv.ops.sync_files import pull_block, push_block
 from s3kv.ops.sync_manifest import ManifestCopy
 from s3kv.ops.sync_report import (
@@ -178,21 +178,16 @@ class _Sync:
                 else:
                     kept = None  # too many to keep: listed again to copy
         self.sizes.update((folder, usual_size(counts)) for folder, counts in sizes.items())
-        passed = {key: what for key, what in self.src.passed_over().items()
-                  if self.census.wants_path(key.removeprefix(self.src_loc.prefix))}
+        not_files = self.census.not_files(self.src)
         try:
             self.census.check(self.src, allow_empty=self.options.allow_empty)
         except NothingMatchedError as exc:
-            if passed:
-                key, what = next(iter(passed.items()))
-                why = unread(self.src_loc.url_for(key), what)
-                raise NothingMatchedError(f"{exc}; {why}") from None
+            if not_files:
+                raise NothingMatchedError(f"{exc}; {next(iter(not_files.values()))}") from None
             raise
-        for key, what in passed.items():  # never read: each one failed, none left unsaid
+        for key, why in not_files.items():  # never read: each one failed, none left unsaid
             self.unread += 1
-            with self.lock:
-                if len(self.failures) < MAX_FAILURES_KEPT:
-                    self.failures[key] = unread(self.src_loc.url_for(key), what)
+            self._note(key, why)
         self.meter.start("copying", blocks=self.census.blocks, nbytes=self.census.bytes)
         try:
             for entry in kept if kept is not None else walk(self.src, self.src_loc):
@@ -405,10 +400,14 @@ class _Sync:
     # -- bookkeeping ------------------------------------------------------------------
 
     def _fail(self, folder: str, key: str, reason: str, *, size: int = 0) -> None:
+        self._note(key, reason)
+        self._count(folder, size=size, failed=1)
+
+    def _note(self, key: str, reason: str) -> None:
+        """Keep why ``key`` failed (the first :data:`MAX_FAILURES_KEPT`)."""
         with self.lock:
             if len(self.failures) < MAX_FAILURES_KEPT:
                 self.failures[key] = reason
-        self._count(folder, size=size, failed=1)
 
     def _count(self, folder: str, *, size: int, **deltas: int) -> None:
         with self.lock:

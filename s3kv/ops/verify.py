@@ -31,7 +31,7 @@ from typing import Literal
 import s3kv.integrity as integrity
 from s3kv.errors import IntegrityError, S3KVError
 from s3kv.naming.location import Location, parse_location
-from s3kv.ops.scope import Census, NestedCache, unread
+from s3kv.ops.scope import Census, NestedCache
 from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
@@ -197,9 +197,8 @@ class _Verify:
                 keys.append(entry.info.key)
             self.meter.add(1, size)
         self.census.check(self.store, allow_empty=allow_empty)
-        for key, what in self.store.passed_over().items():  # a directory's links, FIFOs
-            if self.census.wants_path(key.removeprefix(self.loc.prefix)):
-                self.add("not-a-file", key, unread(self.loc.url_for(key), what))
+        for key, why in self.census.not_files(self.store).items():  # a directory's links
+            self.add("not-a-file", key, why)
         folders = tuple(
             self._check_namespace(self.loc.prefix, folder, ns)
             for folder, ns in sorted(spaces.items())
