@@ -83,3 +83,44 @@ def test_s3_tier_cache_pulled_to_a_directory_is_found_by_the_fs_tier(
     finally:
         fs.shutdown()
     assert np.array_equal(array[4:8], array[0:4])
+
+
+def test_a_fs_tier_cache_with_a_linked_rank_folder_is_pushed_with_the_link_failed(
+    moto_server: str, bucket: str, tmp_path: Path
+) -> None:
+    """vLLM's fs tier reads through a rank folder kept on another disk behind a symlink;
+    s3kv never follows it, and says so: each link a failed entry, never "0 copied", exit
+    0 (what push said before)."""
+    import os
+
+    from s3kv.ops.sync import sync
+
+    spec = h.spec()
+    view, array = h.primary_view()
+    ks = h.keys(4, start=220)
+    h.fill(array, range(4), seed=220)
+    root, disk = tmp_path / "kv", tmp_path / "disk2"
+    fs = h.fs_tier(view, spec, str(root))
+    try:
+        assert h.run(fs, h.job(ks, range(4), load=False)).success
+    finally:
+        fs.shutdown()
+    (rank,) = [p for p in root.iterdir() if p.is_dir() and p.name.endswith("_r0")]
+    disk.mkdir()
+    os.rename(rank, disk / rank.name)
+    rank.symlink_to(disk / rank.name, target_is_directory=True)
+    fs = h.fs_tier(view, spec, str(root))
+    try:  # the peer itself reads through the link
+        assert h.lookup(fs, ks) == [LookupResult.HIT] * 4
+    finally:
+        fs.shutdown()
+
+    report = sync(root, f"s3://{bucket}/{PREFIX}",
+                  settings=S3Settings.resolve(endpoint_url=moto_server))
+    assert not report.ok and report.failed == 1 and report.copied == 0
+    assert "is a symbolic link: not read and not followed" in report.failures[rank.name]
+    s3 = S3Store(bucket, S3Settings.resolve(endpoint_url=moto_server))
+    try:
+        assert [i.key for i in s3.list(f"{PREFIX}/") if i.key.endswith(".bin")] == []
+    finally:
+        s3.close()
