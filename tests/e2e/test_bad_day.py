@@ -10,8 +10,10 @@ runs once, for all of them (an engine life is the slowest step of the suite).
 
 What a request may wait: the tier's wait budget (``DEFAULT_WAIT_BUDGET_SECONDS``) plus
 1 s, plus the compute of its prompts, measured in the same life while the store was
-healthy. The manifest's re-check runs every 2 s here (30 s in production), so it falls
-inside the manifest's phase.
+healthy: at the start, and again just before each phase (the engine's own speed varies
+with what else the machine runs; scripts/test.sh runs this module alone, after the main
+suite, for that reason). The manifest's re-check runs every 2 s here (30 s in
+production), so it falls inside the manifest's phase.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class Day:
     steps: list[Step] = field(default_factory=list)
     reference: dict[str, list[int]] = field(default_factory=dict)
     recompute_seconds: float = 0.0
+    recompute_before: dict[str, float] = field(default_factory=dict)
+    """A new prompt's compute just before each phase, the store healthy."""
     hit_seconds: float = 0.0
     resumed: dict[str, float] = field(default_factory=dict)
     """Seconds from the store's return to the end of the first step that hit in full."""
@@ -72,6 +76,10 @@ class Day:
 
     def faulted(self) -> list[Step]:
         return [s for s in self.steps if s.phase not in ("healthy", "return")]
+
+    def compute(self, phase: str) -> float:
+        """What a prompt's compute took, the store healthy, near ``phase``."""
+        return max(self.recompute_seconds, self.recompute_before.get(phase, 0.0))
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +93,7 @@ def day(endpoint: Endpoint, tiny_model: Path, tmp_path_factory: pytest.TempPathF
     job = {"model": str(tiny_model), "max_tokens": 8, "block_size": CHUNK_TOKENS,
            "secondary_tiers": [tier], "manifest_recheck_seconds": 2.0}
     stored = {f"P{i}": _prompt(100 + i) for i in range(5)}
-    new = iter(_prompt(200 + i) for i in range(10))
+    new = iter(_prompt(200 + i) for i in range(16))
     out = Day()
     started = time.perf_counter()
     try:
@@ -114,6 +122,11 @@ def _live(out: Day, proxy: PhasedProxy, job: dict[str, Any], env: dict[str, str]
             out.steps.append(done)
             return done
 
+        def baseline(phase: str) -> None:
+            """A new prompt computed (and stored: settled before the fault starts)."""
+            out.recompute_before[phase] = step("healthy", ["new"], reset=True,
+                                               settle=1.0).seconds
+
         def back(after: str) -> None:
             at = proxy.set_phase("healthy")
             while time.monotonic() - at < 3 * RESUME_SECONDS:
@@ -129,25 +142,26 @@ def _live(out: Day, proxy: PhasedProxy, job: dict[str, Any], env: dict[str, str]
         out.recompute_seconds = max(recompute)
         out.hit_seconds = step("healthy", ["P0"]).seconds
 
+        baseline("stall")
         proxy.set_phase("stall")
         for names in (["P1"], ["P2", "new", "new"], ["P3"], ["new"]):
             step("stall", names)
         back("stall")
 
-        step("healthy", [], reset=True)
+        baseline("refuse")
         proxy.set_phase("refuse")
         for names in (["P1"], ["P2", "new"], ["P3"]):
             step("refuse", names)
         back("refuse")
 
-        step("healthy", [], reset=True)
+        baseline("manifest-stall")
         proxy.set_phase("manifest-stall")
         for names in (["new"], ["P1"], ["new"], ["P2"]):
             step("manifest-stall", names)
             time.sleep(1.0)  # a store job finds the manifest's re-check due
 
         proxy.set_phase("healthy")
-        step("healthy", [], reset=True)
+        baseline("slow")
         proxy.set_phase("slow")
         for names in (["P1"], ["P2"], ["P3"]):
             step("slow", names)
@@ -158,7 +172,8 @@ def _live(out: Day, proxy: PhasedProxy, job: dict[str, Any], env: dict[str, str]
 def _summary(day: Day) -> str:
     lines = [day.error] if day.error else []
     lines += [f"engine life {day.wall_seconds:.1f} s; recompute {day.recompute_seconds:.2f} s, "
-             f"hit {day.hit_seconds:.2f} s, budget {BUDGET} s; resumed {day.resumed}"]
+             f"before each phase {day.recompute_before}, hit {day.hit_seconds:.2f} s, "
+             f"budget {BUDGET} s; resumed {day.resumed}"]
     for s in day.steps:
         cached = [r["num_cached_tokens"] for r in s.results]
         lines.append(f"  {s.phase:15} {','.join(s.names):20} {s.seconds:6.2f} s  cached {cached}")
@@ -172,7 +187,7 @@ def test_the_engine_life_ran_to_its_end(day: Day) -> None:
 def test_no_request_waits_more_than_the_budget_and_a_second(day: Day) -> None:
     assert day.faulted()
     for s in day.faulted():
-        allowed = BUDGET + 1.0 + len(s.names) * day.recompute_seconds
+        allowed = BUDGET + 1.0 + len(s.names) * day.compute(s.phase)
         assert s.seconds <= allowed, (s, allowed, _summary(day))
 
 
@@ -208,7 +223,7 @@ def test_a_stalled_manifest_costs_hits_nothing(day: Day) -> None:
     # hits took 60 s). Not the recompute + 1 s this once asserted: at load 4 a hit loaded
     # in full took 2.14 s against a 1.14 s recompute, the engine's own time varying.
     for s in phase:
-        assert s.seconds <= day.recompute_seconds + BUDGET, _summary(day)
+        assert s.seconds <= day.compute(s.phase) + BUDGET, _summary(day)
 
 
 def test_an_outage_says_so_in_a_few_lines(day: Day) -> None:
