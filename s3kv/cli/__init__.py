@@ -18,11 +18,15 @@ Exit codes (also in ``s3kv --help``):
 
 from __future__ import annotations
 
+import gc as _collector  # not `gc`: s3kv.cli.gc is the gc command
 import io
+import logging
+import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import NoReturn
 
 from s3kv.cli.app import build_parser, parse, run
 
@@ -47,6 +51,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(parser, args)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def console() -> NoReturn:
+    """The ``s3kv`` console script (and ``python -m s3kv.cli``): :func:`main` in a
+    process of its own, started and ended as a short command should be.
+
+    Python's cyclic collector runs less often: otherwise it walks the growing heap
+    again and again while botocore, boto3 and pydantic import, tens of milliseconds of
+    every command (a one-block pull: bench/evidence/cli-start.json). And once the
+    command's output is flushed and no other thread runs, the process ends without the
+    interpreter tearing every module down one by one (tens of milliseconds more); if a
+    stream cannot be flushed (``s3kv ls | head``) or a thread still runs, it ends as any
+    Python program does.
+    """
+    _collector.set_threshold(50_000, 50, 1000)
+    code = main()
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    others = [t for t in threading.enumerate()
+              if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if others:
+        sys.exit(code)
+    os._exit(code)
 
 
 def _terminated(signum: int, frame: object) -> None:

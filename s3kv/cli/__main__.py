@@ -1,5 +1,3 @@
-import sys
+from s3kv.cli import console
 
-from s3kv.cli import main
-
-sys.exit(main())
+console()

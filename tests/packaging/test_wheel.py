@@ -124,7 +124,7 @@ def test_the_distribution_is_named_s3kv_vllm_and_ships_the_package(
     assert "pip install '.[numpy]'" in (ROOT / "docs" / "library.md").read_text()
     assert "s3kv/py.typed" in names and "s3kv/vllm/__init__.py" in names
     assert not [n for n in names if n.startswith(("tests/", "bench/", "scripts/"))]
-    assert re.search(r"^s3kv = s3kv\.cli:main$", scripts, re.M), scripts
+    assert re.search(r"^s3kv = s3kv\.cli:console$", scripts, re.M), scripts
 
 
 def test_the_wheel_alone_gives_the_command_and_the_documented_imports(

@@ -1,0 +1,50 @@
+"""What the evidence scripts share: a child process timed whole, radosgw's CPU beside it,
+and medians with their ranges over the counted rounds."""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(argv: list[str], env: dict[str, str], server_pid: int) -> dict[str, float]:
+    """Run ``argv`` to its end: its wall seconds, its CPU, the server's CPU meanwhile.
+    A failed child stops the benchmark with its output."""
+    before = cpu_of(server_pid)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[:3]}: exit {proc.returncode}: {proc.stderr[-800:]}")
+    return {"seconds": round(seconds, 3),
+            "client_cpu_s": round(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime, 3),
+            "radosgw_cpu_s": round(cpu_of(server_pid) - before, 3)}
+
+
+def summarise(runs: list[dict[str, Any]], groups: list[tuple[str, ...]], by: tuple[str, ...],
+              fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """For each group (values of the keys ``by``), the median of each field over the
+    counted rounds (``warmup`` false) with its [min, max]."""
+    rows = []
+    for group in groups:
+        mine = [r for r in runs if not r["warmup"] and tuple(r[k] for k in by) == group]
+        row: dict[str, Any] = dict(zip(by, group))
+        for field in fields:
+            values = [r[field] for r in mine]
+            row[field] = statistics.median(values)
+            row[f"{field}_range"] = [min(values), max(values)]
+        rows.append(row)
+    return rows
