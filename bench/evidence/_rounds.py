@@ -12,6 +12,16 @@ from pathlib import Path
 from typing import Any
 
 
+def wait_quiet(limit: float = 1.0, patience: float = 600.0) -> float:
+    """Wait (up to ``patience`` seconds) for the 1-minute load average to fall under
+    ``limit`` (a benchmark that just ended stays in it for a minute or two); the load
+    average at the start, which the JSON records either way."""
+    deadline = time.monotonic() + patience
+    while os.getloadavg()[0] >= limit and time.monotonic() < deadline:
+        time.sleep(10)
+    return os.getloadavg()[0]
+
+
 def cpu_of(pid: int) -> float:
     """CPU seconds (user + system) process ``pid`` has used so far, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import boto3  # noqa: E402
 
-from bench.evidence._rounds import summarise, timed  # noqa: E402
+from bench.evidence._rounds import summarise, timed, wait_quiet  # noqa: E402
 from bench.lib import bulk_tree as tree  # noqa: E402
 from tests.servers.rgw import RGWServer  # noqa: E402
 
@@ -43,7 +43,7 @@ MAIN = [sys.executable, "-c", "import sys; from s3kv.cli import main; sys.exit(m
 
 
 def main() -> int:
-    load = os.getloadavg()[0]
+    load = wait_quiet()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()
     work = Path(tempfile.mkdtemp(prefix="cli-start-", dir="/dev/shm"))
