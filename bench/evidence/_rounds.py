@@ -28,10 +28,11 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def timed(argv: list[str], env: dict[str, str], server_pid: int) -> dict[str, float]:
-    """Run ``argv`` to its end: its wall seconds, its CPU, the server's CPU meanwhile.
-    A failed child stops the benchmark with its output."""
-    before = cpu_of(server_pid)
+def timed(argv: list[str], env: dict[str, str], servers: dict[str, int]) -> dict[str, float]:
+    """Run ``argv`` to its end: its wall seconds, its CPU, and the CPU each server process
+    (name: pid, e.g. ``{"radosgw": pid}``) spent meanwhile as ``<name>_cpu_s``. A failed
+    child stops the benchmark with its output."""
+    before = {name: cpu_of(pid) for name, pid in servers.items()}
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
@@ -41,7 +42,8 @@ def timed(argv: list[str], env: dict[str, str], server_pid: int) -> dict[str, fl
         raise SystemExit(f"{argv[:3]}: exit {proc.returncode}: {proc.stderr[-800:]}")
     return {"seconds": round(seconds, 3),
             "client_cpu_s": round(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime, 3),
-            "radosgw_cpu_s": round(cpu_of(server_pid) - before, 3)}
+            **{f"{name}_cpu_s": round(cpu_of(pid) - before[name], 3)
+               for name, pid in servers.items()}}
 
 
 def summarise(runs: list[dict[str, Any]], groups: list[tuple[str, ...]], by: tuple[str, ...],

@@ -77,7 +77,7 @@ def main() -> int:
                 for entry in order:
                     argv = ([S3KV] if entry == "console" else MAIN) + args
                     run = {"round": r, "warmup": r == 0, "command": command, "entry": entry,
-                           **timed(argv, env, server.pids["radosgw"])}
+                           **timed(argv, env, {"radosgw": server.pids["radosgw"]})}
                     if command != "--version":
                         assert not tree.compare(caches[command][0], out), (entry, command)
                         shutil.rmtree(out)

@@ -142,7 +142,7 @@ def main() -> int:
                     argv = argv_for(client, buckets[cache], url, server, work, out)
                     run: dict[str, Any] = {"round": r, "warmup": r == 0, "cache": cache,
                                            "client": client,
-                                           **timed(argv, env, server.pids["radosgw"])}
+                                           **timed(argv, env, {"radosgw": server.pids["radosgw"]})}
                     problems = tree.compare(trees[cache], out)
                     if problems:
                         raise SystemExit(f"{client} pull of {cache}: " + "; ".join(problems))

