@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TYPE_CHECKING
 
 from s3kv.cli import jsondoc
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FINDINGS = 0, 1
 SHOWN = 20
-"""Failed blocks a report names on the terminal (``--json`` names more)."""
+"""Lines of failed blocks a report prints on the terminal (``--json`` names more)."""
 RESUME = (
     "Run the same command again to resume: what is already there is skipped, only what "
     "is missing is sent."
@@ -97,8 +98,6 @@ def run_sync(
 
 
 def print_report(report: SyncReport) -> None:
-    from s3kv.ops.sync_report import MAX_FAILURES_KEPT
-
     copied, replaced = ("would copy", "would replace") if report.dry_run else ("copied", "replaced")
     for ns in report.namespaces:
         line = (
@@ -114,16 +113,38 @@ def print_report(report: SyncReport) -> None:
         print(line)
         if ns.problem:
             print(f"  {ns.problem}")
-    for key, why in list(report.failures.items())[:SHOWN]:
-        print(f"failed: {key}: {why}")
-    if report.failed > SHOWN:
-        print(f"... and {report.failed - SHOWN:,} more failed (--json names up to "
-              f"{MAX_FAILURES_KEPT:,} with why)")
+    for line in failure_lines(report):
+        print(line)
     if report.stray_keys:
         print(f"{report.stray_keys} key(s) outside the vLLM layout were refused (not copied):")
         for key in report.stray_examples[:20]:
             print(f"  stray: {key!r}")
     print_nested(report.source, report.nested)
+
+
+def failure_lines(report: SyncReport) -> list[str]:
+    """The failed blocks, a line each; blocks that failed for one same cause (their own
+    names taken out of its text: a full disk, a refused write) share one line with how
+    many they are. At most :data:`SHOWN` lines, then how many more failed."""
+    from s3kv.ops.sync_report import MAX_FAILURES_KEPT
+
+    causes: dict[str, list[tuple[str, str]]] = {}
+    for key, why in report.failures.items():
+        name = key.rpartition("/")[2]
+        cause = re.sub(r"\S*" + re.escape(name), "<block>", why) if name else why
+        causes.setdefault(cause, []).append((key, why))
+    lines, named = [], 0
+    for cause, failed in list(causes.items())[:SHOWN]:
+        if len(failed) == 1:
+            lines.append(f"failed: {failed[0][0]}: {failed[0][1]}")
+        else:
+            lines.append(f"failed: {len(failed):,} blocks, one cause: {cause} "
+                         f"(the first: {failed[0][0]})")
+        named += len(failed)
+    if report.failed > named:
+        lines.append(f"... and {report.failed - named:,} more failed (--json names up to "
+                     f"{MAX_FAILURES_KEPT:,} with why)")
+    return lines
 
 
 def print_nested(location: str, caches: tuple[NestedCache, ...]) -> None:
