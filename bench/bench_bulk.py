@@ -253,18 +253,6 @@ class Bench:
                 f"{record['load_before'][0]} before, {record['load_after'][0]} after")
 
 
-def commit() -> str:
-    """The checkout measured: its commit, ``+dirty`` with uncommitted changes."""
-    def git(*argv: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), *argv], capture_output=True,
-                              text=True, timeout=60).stdout.strip()
-    try:
-        return git("rev-parse", "--short", "HEAD") + ("+dirty" if git("status", "--short")
-                                                      else "")
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-
-
 def rgw_version() -> str:
     try:
         out = subprocess.run(["radosgw", "--version"], capture_output=True, text=True,
@@ -313,7 +301,7 @@ def measure(args: argparse.Namespace, trust: dict[str, Any], exes: dict[str, str
         bench.run(found)
     meta = {
         "command": "python bench/bench_bulk.py " + " ".join(sys.argv[1:]),
-        "commit": commit(),
+        "commit": _trust.commit(),
         "machine": _trust.machine(shared=trust["loaded"]),
         "rounds": args.rounds, "warmup": args.warmup, "links": args.link_list,
         "caches": [{k: v for k, v in c.items() if k != "dir"} for c in args.cache_list],

@@ -3,6 +3,7 @@ and medians with their ranges over the counted rounds."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import statistics
@@ -11,15 +12,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.lib import trust
 
-def wait_quiet(limit: float = 1.0, patience: float = 600.0) -> float:
-    """Wait (up to ``patience`` seconds) for the 1-minute load average to fall under
-    ``limit`` (a benchmark that just ended stays in it for a minute or two); the load
-    average at the start, which the JSON records either way."""
-    deadline = time.monotonic() + patience
-    while os.getloadavg()[0] >= limit and time.monotonic() < deadline:
-        time.sleep(10)
-    return os.getloadavg()[0]
+
+def quiet_start(patience: float = 600.0) -> float:
+    """bench/lib/trust.py's gate: wait up to ``patience`` seconds for the 1-minute load
+    average to fall under its limit, else stop unmeasured (exit 2); the load average at
+    the start, which the JSON records."""
+    record = trust.gate(argparse.Namespace(wait_quiet=patience, force_loaded=False))
+    return float(record["load_average_1m"])
 
 
 def cpu_of(pid: int) -> float:

@@ -32,8 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 import boto3  # noqa: E402
 
-from bench.evidence._rounds import summarise, timed, wait_quiet  # noqa: E402
+from bench.evidence._rounds import quiet_start, summarise, timed  # noqa: E402
 from bench.lib import bulk_tree as tree  # noqa: E402
+from bench.lib import trust  # noqa: E402
 from tests.servers.rgw import RGWServer  # noqa: E402
 
 ROUNDS = {"pull one block": 15, "pull 1,024 x 256 KiB": 5, "--version": 15}
@@ -43,9 +44,8 @@ MAIN = [sys.executable, "-c", "import sys; from s3kv.cli import main; sys.exit(m
 
 
 def main() -> int:
-    load = wait_quiet()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip()
+    load = quiet_start()
+    commit = trust.commit()
     work = Path(tempfile.mkdtemp(prefix="cli-start-", dir="/dev/shm"))
     caches = {"pull one block": (work / "one", 1), "pull 1,024 x 256 KiB": (work / "many", 1024)}
     for root, count in caches.values():

