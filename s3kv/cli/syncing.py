@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FINDINGS = 0, 1
 SHOWN = 20
 """Lines of failed blocks a report prints on the terminal (``--json`` names more)."""
+_SECONDS = re.compile(r"\b\d+(?:\.\d+)?s\b")
 RESUME = (
     "Run the same command again to resume: what is already there is skipped, only what "
     "is missing is sent."
@@ -132,13 +133,14 @@ def failure_lines(report: SyncReport) -> list[str]:
     for key, why in report.failures.items():
         name = key.rpartition("/")[2]
         cause = re.sub(r"\S*" + re.escape(name), "<block>", why) if name else why
-        causes.setdefault(cause, []).append((key, why))
+        # what retrying took differs from block to block: "after 8 attempts in 1.9s"
+        causes.setdefault(_SECONDS.sub("#s", cause), []).append((key, cause))
     lines, named = [], 0
-    for cause, failed in list(causes.items())[:SHOWN]:
+    for failed in list(causes.values())[:SHOWN]:
         if len(failed) == 1:
-            lines.append(f"failed: {failed[0][0]}: {failed[0][1]}")
+            lines.append(f"failed: {failed[0][0]}: {report.failures[failed[0][0]]}")
         else:
-            lines.append(f"failed: {len(failed):,} blocks, one cause: {cause} "
+            lines.append(f"failed: {len(failed):,} blocks, one cause: {failed[0][1]} "
                          f"(the first: {failed[0][0]})")
         named += len(failed)
     if report.failed > named:

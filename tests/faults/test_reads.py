@@ -4,6 +4,11 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -183,3 +188,30 @@ def test_a_full_local_disk_is_the_machines_problem_told_once_never_retried(
         assert store.get(key)[1].size > 0  # the store is not paused for it
     finally:
         store.close()
+
+
+def test_a_pull_whose_blocks_all_fail_alike_says_the_cause_once(
+    bucket: str, moto_server: str, tmp_path: Path
+) -> None:
+    """A real ``s3kv pull`` whose every block awscrt cannot write (the process may write
+    no file past 16 KiB, as ``ulimit -f`` sets it; 64 KiB blocks): one line says how many
+    blocks failed and why, not a line per block each with its own retry timing; exit 1,
+    and no block nor temp file is left."""
+    url = f"s3://{bucket}/kv"
+    seed_blocks(url, moto_server, 6, size=64 << 10)
+    dst = tmp_path / "dst"
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, 16 << 10))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "s3kv.cli", "pull", url, str(dst), "--endpoint-url", moto_server],
+        capture_output=True, text=True, timeout=120, preexec_fn=small_files,
+        env={**os.environ, "S3KV_MAX_ATTEMPTS": "2"})
+    failed = [line for line in done.stdout.splitlines() if line.startswith("failed: ")]
+    assert done.returncode == 1, done.stderr
+    assert len(failed) == 1 and failed[0].startswith("failed: 6 blocks, one cause: GET <block>"), (
+        done.stdout)
+    assert "6 failed" in done.stdout.splitlines()[-1]
+    assert not [p for p in dst.rglob("*") if p.is_file() and p.name != "config.json"]

@@ -71,3 +71,15 @@ def test_a_few_failures_are_all_named_and_nothing_more_is_said(
     failures = {f"{ROOT}/k{i}.bin": f"GET b/kv/k{i}.bin: answered {500 + i}" for i in range(3)}
     out = lines(capsys, report(failures))
     assert out == [f"failed: {key}: {why}" for key, why in failures.items()]
+
+
+def test_what_retrying_took_does_not_split_a_cause(capsys: pytest.CaptureFixture[str]) -> None:
+    failures = {f"{ROOT}/k{i}.bin": f"GET b/kv/k{i}.bin: answered 503 SlowDown (gave up after "
+                f"8 attempts in {i + 1.5}s)" for i in range(5)}
+    failures[f"{ROOT}/x.bin"] = "GET b/kv/x.bin: answered 500 (gave up after 8 attempts in 9s)"
+    out = lines(capsys, report(failures))
+    assert out == [
+        "failed: 5 blocks, one cause: GET <block>: answered 503 SlowDown (gave up after 8 "
+        f"attempts in 1.5s) (the first: {ROOT}/k0.bin)",
+        f"failed: {ROOT}/x.bin: GET b/kv/x.bin: answered 500 (gave up after 8 attempts in 9s)",
+    ]
