@@ -103,6 +103,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "blocks; pick prompt lengths that are multiples of --block-tokens")
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
+    plain = [link for link in args.links if link in ("rgw-http", "aws-like")]
+    if "s3kv-sse-c" in args.tiers and plain:
+        # refused before RGW starts: nothing to stop, no directory left behind
+        raise SystemExit(f"--tiers s3kv-sse-c: customer keys need TLS (RGW refuses them "
+                         f"over HTTP), and {', '.join(plain)} is plain HTTP: "
+                         "--links rgw-https,aws-like-tls")
     return args
 
 

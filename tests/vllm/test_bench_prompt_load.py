@@ -52,7 +52,9 @@ def test_the_prompt_benchmark_measures_both_tiers_and_the_ceilings_through_the_p
     assert doc["loaded"] is True or doc["trust"]["load_average_1m"] <= 1
 
 
-def test_the_prompt_benchmark_measures_what_a_key_per_tenant_costs(tmp_path: Path) -> None:
+def test_the_prompt_benchmark_measures_what_a_key_per_tenant_costs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``--tiers s3kv,s3kv-sse-c`` (docs/tenants.md): s3kv's tier with and without SSE-C
     on a TLS link, every load checked byte for byte, and the encryption table."""
     from bench import bench_prompt_load
@@ -70,6 +72,12 @@ def test_the_prompt_benchmark_measures_what_a_key_per_tenant_costs(tmp_path: Pat
     assert keyed["blocks"] == 2 and keyed["requests"]["load"]["GET"] >= 2
     table = report.encryption(doc)
     assert "load s, SSE-C" in table and "| aws-like-tls | 32 |" in table
+    from tests.servers.rgw import RGWServer
+
+    def started(self: RGWServer) -> RGWServer:  # refused first: no server, no directory
+        raise AssertionError("RGW started for a run that was to be refused")
+
+    monkeypatch.setattr(RGWServer, "start", started)
     with pytest.raises(SystemExit, match="customer keys need TLS"):
         bench_prompt_load.main(["--links", "aws-like", "--tiers", "s3kv-sse-c", "--ceilings",
                                 "", "--prompts", "32", "--block-tokens", "16",
