@@ -14,6 +14,8 @@ from urllib.parse import parse_qsl, unquote
 
 from botocore.utils import determine_content_length
 
+from s3kv.errors import SettingsError
+
 TRACE_ENV = "S3KV_TRACE_FILE"
 """Append one JSON line per S3 request (operation, bucket, key or prefix, tags, size) to
 this file: what to grant a least-privilege policy, and what the test suite checks the
@@ -28,13 +30,23 @@ def trace_enabled() -> bool:
 
 
 def trace(record: dict[str, Any]) -> None:
-    """Append one request record to ``$S3KV_TRACE_FILE``."""
+    """Append one request record to ``$S3KV_TRACE_FILE``, before the request is sent.
+
+    A record that cannot be written stops its request with a :class:`SettingsError`
+    naming the file: the trace is what a least-privilege policy is written from, so a
+    request it misses is never sent."""
     path = os.environ.get(TRACE_ENV)
     if not path:
         return
     line = json.dumps(record, default=str) + "\n"
-    with _trace_lock, open(path, "a", encoding="utf-8") as f:
-        f.write(line)
+    try:
+        with _trace_lock, open(path, "a", encoding="utf-8") as f:
+            f.write(line)
+    except OSError as exc:
+        raise SettingsError(
+            f"{TRACE_ENV}={path}: cannot append to it ({exc.strerror or exc}); point it at "
+            f"a file you can write, or unset {TRACE_ENV}"
+        ) from None
 
 
 def trace_botocore(params: dict[str, Any], model: Any, **_: Any) -> None:

@@ -285,6 +285,32 @@ def test_bad_input_is_one_line_and_exit_code_2(args: list[str]) -> None:
     assert "error" in lines[0]
 
 
+@pytest.mark.parametrize("command", ["pull", "push", "ls"])
+def test_a_trace_file_that_cannot_be_written_is_one_line_naming_it(
+    tmp_path: Path, command: str
+) -> None:
+    """S3KV_TRACE_FILE naming a folder (or a file in a missing one): the first request
+    is refused before it is sent, one line names the variable and the fix, exit 2, and
+    the destination is untouched (the request a trace misses is never sent)."""
+    from bench.lib.bulk_tree import write_cache
+
+    write_cache(tmp_path / "src", 4096, 2, 7, "s3kv")
+    args = {"pull": ["s3://bucket/kv", str(tmp_path / "out")],
+            "push": [str(tmp_path / "src"), "s3://bucket/kv"],
+            "ls": ["s3://bucket/kv"]}[command]
+    for trace in (tmp_path, tmp_path / "missing" / "trace.jsonl"):
+        env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+               "S3KV_TRACE_FILE": str(trace), "AWS_ACCESS_KEY_ID": "k",
+               "AWS_SECRET_ACCESS_KEY": "s"}
+        result = s3kv(command, *args, env=env)
+        assert result.returncode == 2, result.stdout + result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+        assert f"S3KV_TRACE_FILE={trace}: cannot append to it" in lines[0]
+        assert "unset S3KV_TRACE_FILE" in lines[0]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "missing").exists()
+
+
 def test_debug_shows_the_traceback() -> None:
     result = s3kv("gc", "s3://bucket/kv", "--debug")
     assert result.returncode == 2 and "Traceback" in result.stderr
