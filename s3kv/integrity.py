@@ -121,12 +121,20 @@ def settle(
 ) -> None:
     """:func:`verified` on checksums: ``first`` is the block's as read; on a mismatch
     ``second()`` reads it once more and gives its checksum. Raises
-    :class:`ChecksumMismatchError` when that one differs too."""
+    :class:`ChecksumMismatchError` (:func:`mismatch`) when that one differs too."""
     if first == expected:
         return
     again = second()
-    if again == expected:
-        return
+    if again != expected:
+        raise mismatch(expected, first, again, where=where)
+
+
+def mismatch(
+    expected: Checksum, first: Checksum | None, again: Checksum | None, *, where: str
+) -> ChecksumMismatchError:
+    """The error of a block read twice, neither read with the ``expected`` checksum:
+    whether both reads agreed (the stored object is damaged) or not (something on the
+    way keeps changing the bytes)."""
     got = again.value if again else "none"
     if first == again:
         why = (
@@ -138,7 +146,7 @@ def settle(
             f"read twice with different results ({first.value if first else 'none'}, {got}): "
             "the bytes change on the way (network, proxy or store)"
         )
-    raise ChecksumMismatchError(
+    return ChecksumMismatchError(
         f"{where}: {expected.algorithm} checksum mismatch (stored {expected.value}, read "
         f"{got}); {why}"
     )

@@ -54,7 +54,7 @@ from s3kv.naming.location import Location, parse_location
 from s3kv.naming.parse import ParsedKey, parse_key
 from s3kv.ops import damage
 from s3kv.ops.scope import Census
-from s3kv.ops.sync_files import pull_block, push_block
+from s3kv.ops.sync_files import PullAttempt, PushAttempt
 from s3kv.ops.sync_manifest import ManifestCopy
 from s3kv.ops.sync_report import (
     MAX_FAILURES_KEPT,
@@ -68,6 +68,7 @@ from s3kv.progress import Meter, ProgressCallback
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import PutOptions, Store, open_store
+from s3kv.transfers.jobs import TransferJob
 from s3kv.transfers.listing import MAX_EXAMPLES, Entry, SortedPresence, root_of, usual_size, walk
 from s3kv.transfers.transfer import BLOCK_TAGS
 from s3kv.transfers.writes import put_create_only, write_id
@@ -161,6 +162,12 @@ class _Sync:
         self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="s3kv-sync")
         # Blocks in flight (each holding its bytes) never exceed twice the pool size.
         self.slots = threading.BoundedSemaphore(concurrency * 2)
+        # A pull or a push (a directory at one end): each block a job whose completion
+        # counts it; its file moved by the S3 client itself (s3kv.ops.sync_files).
+        self.files = dst.is_local != src.is_local
+        self.jobs: set[TransferJob] = set()
+        self.jobs_left = 0
+        self.jobs_idle = threading.Condition(threading.Lock())
 
     def run(self) -> SyncReport:
         # Count, and refuse a location or filter that matches nothing before anything is
@@ -200,8 +207,10 @@ class _Sync:
                     continue
                 if self.census.wants(entry.parsed):
                     self._visit(entry, entry.parsed)
+            self._settle_jobs(cancel=False)
             self.pool.shutdown(wait=True)
         finally:
+            self._settle_jobs(cancel=True)
             self.pool.shutdown(wait=True, cancel_futures=True)
         self.meter.finish()
         return self._report()
@@ -250,6 +259,9 @@ class _Sync:
         if self.options.dry_run:
             self._count(parsed.folder, size=size, copied=1, bytes=size)
             return
+        if self.files:
+            self._move(parsed.folder, entry.info.key, dst_key, size)
+            return
         self._submit(parsed.folder, dst_key, size, self._copied, entry.info.key, dst_key, size)
 
     def _submit(
@@ -263,6 +275,60 @@ class _Sync:
         self.slots.acquire()
         future = self.pool.submit(task, *args)
         future.add_done_callback(self._collector(folder, dst_key, size))
+
+    def _move(self, folder: str, src_key: str, dst_key: str, size: int) -> None:
+        """One block between S3 and the directory: a job of its own (its retries, its
+        deadline), whose completion counts it; no thread waits for it."""
+        self.slots.acquire()
+        where, usual = self.src_loc.url_for(src_key), self._usual_size(src_key)
+        attempt: PullAttempt | PushAttempt
+        operation: Literal["upload", "download"]
+        if self.dst.is_local:
+            attempt = PullAttempt(self.src, src_key, where, self.dst, dst_key, size, usual,
+                                  self.pool)
+            operation, settings = "download", self.src_settings
+        else:
+            attempt = PushAttempt(self.src, src_key, where, self.dst, dst_key, size, usual,
+                                  self.settings, self.pool)
+            operation, settings = "upload", self.settings
+        with self.jobs_idle:
+            self.jobs_left += 1
+        job = TransferJob(operation, [attempt], window=1, settings=settings,
+                          on_done=lambda job: self._moved(folder, dst_key, size, job))
+        with self.jobs_idle:
+            if not job.done():
+                self.jobs.add(job)
+
+    def _moved(self, folder: str, dst_key: str, size: int, job: TransferJob) -> None:
+        try:
+            self.slots.release()
+            report = job.result()
+            if job.cancelled:  # interrupted: not done, not failed
+                return
+            if report.failed:
+                self._fail(folder, dst_key, next(iter(report.failed.values())), size=size)
+            elif report.done:
+                unverified = int(bool(report.unverified) and self.src_records_checksums)
+                self._count(folder, size=size, copied=1, bytes=report.bytes,
+                            unverified=unverified)
+            else:
+                self._count(folder, size=size, already_present=1)
+        finally:
+            with self.jobs_idle:
+                self.jobs.discard(job)
+                self.jobs_left -= 1
+                self.jobs_idle.notify_all()
+
+    def _settle_jobs(self, *, cancel: bool) -> None:
+        """Wait until every block's job ended (cancelled first, if ``cancel``): a pull's
+        temp files are gone by then, a push's files let go."""
+        with self.jobs_idle:
+            jobs = list(self.jobs) if cancel else []
+        for job in jobs:
+            job.cancel()
+        with self.jobs_idle:
+            while self.jobs_left:
+                self.jobs_idle.wait()
 
     # -- manifests --------------------------------------------------------------------
 
@@ -278,11 +344,6 @@ class _Sync:
     def _copy(self, src_key: str, dst_key: str, size: int) -> tuple[bool, int, bool]:
         """Copy one block; (created, bytes, unverified)."""
         where = self.src_loc.url_for(src_key)
-        if self.dst.is_local != self.src.is_local:  # a file at one end: moved natively
-            move = pull_block if self.dst.is_local else push_block
-            settings = self.src_settings if self.dst.is_local else self.settings
-            return move(self.src, src_key, where, self.dst, dst_key, size,
-                        self._usual_size(src_key), settings)
         if self.server_side:
             # The bytes never pass here: the source's metadata says whether they can be
             # trusted, and a block without a checksum gets its size checked first.

@@ -87,16 +87,29 @@ class RequestEvent:
 RequestHook = Callable[[RequestEvent], None]
 
 
-@dataclass(frozen=True, slots=True)
 class Staged:
-    """A temp file of :meth:`Store.staged`: its ``path`` (through the folder's descriptor,
+    """A temp file of :meth:`Store.stage`: its ``path`` (through the folder's descriptor,
     so whoever opens it resolves no folder again), the final file's name (for messages),
-    and ``publish(create_only)``: True if it is now the key's file, False if create-only
-    and a file was there."""
+    ``publish(create_only)``: True if it is now the key's file, False if create-only and
+    a file was there; and ``close()``: the temp file removed unless published, the folder
+    let go (once; later calls do nothing)."""
 
-    path: str
-    final: str
-    publish: Callable[[bool], bool]
+    __slots__ = ("_close", "_publish", "final", "path")
+
+    def __init__(self, path: str, final: str, publish: Callable[[bool], bool],
+                 close: Callable[[], None]) -> None:
+        self.path, self.final, self._publish, self._close = path, final, publish, close
+
+    def publish(self, create_only: bool) -> bool:
+        return self._publish(create_only)
+
+    def close(self) -> None:
+        close, self._close = self._close, _closed
+        close()
+
+
+def _closed() -> None:
+    """A :class:`Staged` closed already."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,15 +235,30 @@ class Store(abc.ABC):
         with mapped(path, size) as view:
             return self.put(key, view, options)
 
-    def staged(self, key: str) -> AbstractContextManager[Staged]:
+    def stage(self, key: str) -> Staged:
         """A directory's temp file for ``key``, filled by path, then published (where
-        :attr:`is_local`: :meth:`s3kv.stores.local.LocalStore.staged`)."""
+        :attr:`is_local`: :meth:`s3kv.stores.local.LocalStore.stage`); the caller closes
+        it."""
         raise NotImplementedError(f"{self.name} stages no files")
 
     def opened(self, key: str) -> AbstractContextManager[tuple[str, int]]:
         """A directory's file for ``key`` held open for a reader by path, and its size
         (where :attr:`is_local`: :meth:`s3kv.stores.local.LocalStore.opened`)."""
         raise NotImplementedError(f"{self.name} holds no files")
+
+    submits_files = False
+    """Whether :meth:`submit_get_to_path` starts a GET into a file without blocking."""
+
+    def submit_get_to_path(
+        self,
+        key: str,
+        path: str,
+        max_bytes: int,
+        done: Callable[[ObjectInfo | None, BaseException | None], None],
+    ) -> Cancel:
+        """Start :meth:`get_to_path` without blocking (where :attr:`submits_files`);
+        ``done(info, error)`` runs later. Returns a function that cancels the request."""
+        raise NotImplementedError
 
     def can_submit(self, size: int) -> bool:
         """Whether ``submit_put``/``submit_get_into`` take a block of ``size`` bytes."""
@@ -242,9 +270,12 @@ class Store(abc.ABC):
         data: memoryview,
         options: PutOptions,
         done: Callable[[bool | None, BaseException | None], None],
+        *,
+        path: str | None = None,
     ) -> Cancel:
         """Start :meth:`put` without blocking; ``done(created, error)`` runs later.
-        Returns a function that cancels the request."""
+        With ``path``, the store sends that file (``data``: its bytes, mapped). Returns a
+        function that cancels the request."""
         raise NotImplementedError
 
     def submit_get_into(

@@ -42,10 +42,11 @@ from s3kv.settings import S3Settings
 from s3kv.stores.base import Cancel, ObjectInfo, PutOptions
 from s3kv.stores.crt_call import Answer, Body, Call, crt_failure
 from s3kv.stores.crt_client import MAX_REQUEST_BYTES, credentials_provider, new_client
-from s3kv.stores.crt_get import BlockGet, plan, small_get
+from s3kv.stores.crt_get import BlockGet, plan, small_get, submit_small_get
 from s3kv.stores.crt_hidden import Hidden
 from s3kv.stores.echoes import Echoes
 from s3kv.stores.endpoint import DataEndpoint, data_endpoint
+from s3kv.stores.errors import from_os_error
 from s3kv.stores.hooks import reported, reporting_done
 from s3kv.stores.memory import mapped
 from s3kv.stores.rules import (
@@ -211,27 +212,6 @@ class CrtS3Store(S3Store):
                 self._hidden.ask_pace(key)
         return error
 
-    def run(self, method: str, key: str, where: str, call: Call, nbytes: int = 0,
-             **request: Any) -> None:
-        """Run one request to its end; its failure raised as s3kv's error."""
-        ended = threading.Event()
-        outcome: list[BaseException | None] = [None]
-
-        def report(error: BaseException | None) -> None:
-            outcome[0] = error
-            ended.set()
-
-        call.on_end(report)
-        self.pacer.check(method, where)
-        self.start(method, key, call, **request)
-        try:
-            ended.wait()
-        except BaseException:
-            call.cancel()  # Ctrl-C: the request stops at once
-            raise
-        if outcome[0] is not None or call.reason:
-            raise self.failure(outcome[0], call, method, where, nbytes)
-
     # -- writes ---------------------------------------------------------------------------
 
     def can_submit(self, size: int) -> bool:
@@ -373,31 +353,58 @@ class CrtS3Store(S3Store):
             raise cut_short("GET", where, len(data), answer.size)
         return data, answer.info()
 
-    @reported
+    submits_files = True
+
     def get_to_path(self, key: str, path: str, *, max_bytes: int) -> ObjectInfo:
-        """awscrt writes the object into the file at ``path`` in C (``recv_filepath``),
-        its answer held to the same rules as every GET (its token, the range asked, at
-        most ``max_bytes``: a larger object is refused from its headers)."""
+        info: ObjectInfo = _wait_for(
+            lambda done: self.submit_get_to_path(key, path, max_bytes, done)
+        )
+        return info
+
+    def submit_get_to_path(self, key: str, path: str, max_bytes: int, done: GetDone) -> Cancel:
+        """Start a GET that awscrt writes into the file at ``path`` in C (``recv_filepath``:
+        the file is opened before this returns), its answer held to the same rules as
+        every GET (its token, the range asked, at most ``max_bytes``: a larger object is
+        refused from its headers); ``done(info, None)`` or ``done(None, error)`` once,
+        from another thread. Returns a function that cancels it."""
+        where = self._where(key)
         if self._trace:
             trace({"op": "GetObject", "bucket": self.bucket, "key": key})
-        where = self._where(key)
         if max_bytes == 0:
             # An object listed as empty is looked at, not written: awscrt writing an empty
             # body into a file crashed the process now and then (SIGSEGV on its thread).
-            info = self.head(key)
-            if info is None:
-                raise ObjectNotFoundError(f"GET {where}: no such object")
-            if info.size:
-                raise oversized(where, info.size, 0)
-            return info
-        try:
-            _, answer = small_get(self, key, where, max_bytes, path=path)
-        except RangeNotSatisfiable:
-            return ObjectInfo(key=key, size=0)  # a 0-byte object: its callers judge it
-        got = os.stat(path).st_size
-        if got != answer.size:
-            raise cut_short("GET", where, got, answer.size)
-        return answer.info()
+            try:
+                info = self.head(key)
+                if info is None:
+                    raise ObjectNotFoundError(f"GET {where}: no such object")
+                if info.size:
+                    raise oversized(where, info.size, 0)
+            except BaseException as exc:
+                done(None, exc)
+            else:
+                done(info, None)
+            return _nothing  # the look reported itself
+        if self.on_request is not None:
+            done = reporting_done(self.on_request, "get", key, max_bytes, done)
+
+        def got(_: bytes, answer: Answer, error: BaseException | None) -> None:
+            if isinstance(error, RangeNotSatisfiable):  # a 0-byte object: its callers judge it
+                done(ObjectInfo(key=key, size=0), None)
+                return
+            if error is not None:
+                done(None, error)
+                return
+            try:
+                size = os.stat(path).st_size
+            except OSError as exc:
+                done(None, from_os_error(exc, "write", where))
+                return
+            if size != answer.size:
+                done(None, cut_short("GET", where, size, answer.size))
+            else:
+                done(answer.info(), None)
+
+        return submit_small_get(self, key, where, max_bytes, got, path=path).cancel
 
     @reported
     def head(self, key: str) -> ObjectInfo | None:
@@ -435,6 +442,10 @@ class CrtS3Store(S3Store):
     def close(self) -> None:
         self._calls.close()
         super().close()
+
+
+def _nothing() -> None:
+    """The cancel function of a request that ended before it was returned."""
 
 
 def _wait_for(submit: Callable[[Callable[[Any, BaseException | None], None]], Cancel]) -> Any:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from awscrt import s3
 
 from s3kv.errors import S3KVError, TransferCancelledError, TransientStoreError
+from s3kv.retry import Pacer
 from s3kv.settings import S3Settings
 from s3kv.stores.base import ObjectInfo
 from s3kv.stores.crt_call import Answer, Call
@@ -41,6 +42,7 @@ class Sender(Protocol):
     settings: S3Settings
     network: Network
     echoes: Echoes
+    pacer: Pacer
 
     def start(
         self, method: str, key: str, call: Call, *, query: str = "",
@@ -48,13 +50,12 @@ class Sender(Protocol):
         on_headers: Callable[..., None] | None = None,
         on_body: Callable[..., None] | None = None, kind: Any = ...,
         operation: str | None = None, part_bytes: int | None = None,
+        recv_filepath: str | None = None,
     ) -> None: ...
 
     def failure(self, exc: BaseException | None, call: Call, method: str, where: str,
                 nbytes: int = 0) -> BaseException: ...
 
-    def run(self, method: str, key: str, where: str, call: Call, nbytes: int = 0,
-            **request: Any) -> None: ...
 
 MIN_PART_BYTES = 4 * 1024 * 1024
 """A block is split into ranged parts of at least this size (Ceph RGW stores objects in
@@ -214,15 +215,20 @@ class BlockGet:
         self._done(None if error is not None else infos[0], error)
 
 
-def small_get(store: Sender, key: str, where: str, max_bytes: int | None, *,
-              look: bool = False, path: str | None = None) -> tuple[bytes, Answer]:
-    """One GET of ``key``, bound to its request (its token echoed, the range asked
-    answered), run to its end: its body and its answer. At most ``max_bytes`` bytes
-    (None: the whole object) are asked, and a larger object is refused from the headers;
-    ``look``: its first ``max_bytes`` bytes whatever its size (a presence look); ``path``:
-    awscrt writes the body into that file (no bytes returned). What it met is raised: the
-    store's error (:class:`.rules.RangeNotSatisfiable` for a 0-byte object), or the
-    refusal."""
+SmallDone = Callable[[bytes, Answer, BaseException | None], None]
+"""``done(body, answer, error)`` of :func:`submit_small_get`: once, when the request ended."""
+
+
+def submit_small_get(store: Sender, key: str, where: str, max_bytes: int | None,
+                     done: SmallDone, *, look: bool = False, path: str | None = None) -> Call:
+    """Start one GET of ``key``, bound to its request (its token echoed, the range asked
+    answered); ``done(body, answer, error)`` runs once, from another thread, when it
+    ended. At most ``max_bytes`` bytes (None: the whole object) are asked, and a larger
+    object is refused from the headers; ``look``: its first ``max_bytes`` bytes whatever
+    its size (a presence look); ``path``: awscrt writes the body into that file (opened
+    before this returns; no bytes given). ``error`` is what it met: the store's error
+    (:class:`.rules.RangeNotSatisfiable` for a 0-byte object), or the refusal. Returns
+    the request's :class:`Call` (``cancel()`` stops it)."""
     answer = Answer(key)
     token = request_token()
     call = Call(attempt_seconds(store.settings, max_bytes or 0))
@@ -246,10 +252,41 @@ def small_get(store: Sender, key: str, where: str, max_bytes: int | None, *,
                 chunks.append((offset, chunk))
         call.last = time.monotonic()
 
+    def report(exc: BaseException | None) -> None:
+        if exc is not None or call.reason:
+            done(b"", answer, store.failure(exc, call, "GET", where, max_bytes or 0))
+            return
+        done(b"".join(chunk for _, chunk in sorted(chunks, key=lambda c: c[0])), answer, None)
+
+    call.on_end(report)
+    store.pacer.check("GET", where)
     headers = [("Range", f"bytes=0-{max_bytes - 1}")] if max_bytes else []
-    store.run(
-        "GET", key, where, call, max_bytes or 0, query=f"{TOKEN_PARAMETER}={token}",
+    store.start(
+        "GET", key, call, query=f"{TOKEN_PARAMETER}={token}",
         headers=headers, on_headers=on_headers, on_body=None if path else on_body,
         kind=s3.S3RequestType.GET_OBJECT, recv_filepath=path,
     )
-    return b"".join(chunk for _, chunk in sorted(chunks, key=lambda c: c[0])), answer
+    return call
+
+
+def small_get(store: Sender, key: str, where: str, max_bytes: int | None, *,
+              look: bool = False, path: str | None = None) -> tuple[bytes, Answer]:
+    """:func:`submit_small_get` run to its end: its body and its answer, or its error
+    raised (Ctrl-C stops the request)."""
+    ended = threading.Event()
+    outcome: list[tuple[bytes, Answer, BaseException | None]] = []
+
+    def done(body: bytes, answer: Answer, error: BaseException | None) -> None:
+        outcome.append((body, answer, error))
+        ended.set()
+
+    call = submit_small_get(store, key, where, max_bytes, done, look=look, path=path)
+    try:
+        ended.wait()
+    except BaseException:
+        call.cancel()  # Ctrl-C: the request stops at once
+        raise
+    body, answer, error = outcome[0]
+    if error is not None:
+        raise error
+    return body, answer

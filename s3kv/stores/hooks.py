@@ -68,7 +68,6 @@ Judge = Callable[[Any, tuple[Any, ...], dict[str, Any]], Judged]
 _JUDGES: dict[str, tuple[str, Judge]] = {
     "get": ("get", lambda got, _, __: ("ok", got[1], len(got[0]))),
     "get_into": ("get", lambda info, _, __: ("ok", info, info.size)),
-    "get_to_path": ("get", lambda info, _, __: ("ok", info, info.size)),
     "get_range": ("get", lambda data, _, __: ("ok", None, len(data))),
     "put": ("put", lambda created, args, kwargs: (
         "created" if created else "exists", None,

@@ -197,33 +197,39 @@ class LocalStore(Store):
             _discard(tmp, parent)  # never raises: the cause above is what the caller sees
             os.close(parent)
 
-    @contextmanager
-    def staged(self, key: str) -> Iterator[Staged]:
+    def stage(self, key: str) -> Staged:
         """A temp file for ``key`` that a native writer fills by path, then published.
 
         Its folder is opened as :meth:`put` opens it (``O_NOFOLLOW`` from the root), and
-        ``staged.path`` names the temp file through that descriptor
+        ``path`` names the temp file through that descriptor
         (``/proc/self/fd/<folder>/<tmp>``): whoever opens it resolves no folder again, so
-        a symlink swapped in meanwhile is never followed. The temp file is removed unless
-        ``staged.publish`` moved it into place.
+        a symlink swapped in meanwhile is never followed. ``close()`` removes the temp
+        file unless ``publish`` moved it into place.
         """
-        path = self.path_for(key)
+        path = str(self.path_for(key))
         *folders, name = key.split("/")
         try:
             parent = self._open_folders(folders)
         except OSError as exc:
-            raise from_os_error(exc, "write", str(path)) from exc
+            raise from_os_error(exc, "write", path) from exc
         tmp = f"{name}_{secrets.token_hex(8)}{TMP_SUFFIX}"
         try:
             os.close(os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=parent))  # ours, not another's
-            yield Staged(f"/proc/self/fd/{parent}/{tmp}", str(path),
-                         lambda create_only: self._publish(tmp, name, parent, create_only,
-                                                           str(path)))
         except OSError as exc:
-            raise from_os_error(exc, "write", str(path)) from exc
-        finally:
+            os.close(parent)
+            raise from_os_error(exc, "write", path) from exc
+
+        def publish(create_only: bool) -> bool:
+            try:
+                return self._publish(tmp, name, parent, create_only, path)
+            except OSError as exc:
+                raise from_os_error(exc, "write", path) from exc
+
+        def close() -> None:
             _discard(tmp, parent)
             os.close(parent)
+
+        return Staged(f"/proc/self/fd/{parent}/{tmp}", path, publish, close)
 
     @contextmanager
     def opened(self, key: str) -> Iterator[tuple[str, int]]:

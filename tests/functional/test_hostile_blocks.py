@@ -244,9 +244,13 @@ def test_local_writes_fail_with_their_cause_and_never_leave_the_root(tmp_path) -
     (root / "ok" / "d.bin").mkdir()
     with pytest.raises(StoreError, match="a folder is in the way of the file"):
         store.put("ok/d.bin", b"data", PutOptions(create_only=True))
-    with pytest.raises(StoreError), store.staged("ok/d.bin") as staged:
+    staged = store.stage("ok/d.bin")
+    try:
         Path(staged.path).write_bytes(b"data")
-        staged.publish(True)
+        with pytest.raises(StoreError, match="a folder is in the way of the file"):
+            staged.publish(True)
+    finally:
+        staged.close()
     assert list(outside.iterdir()) == []
     assert not [p for p in root.rglob("*.tmp")]
     assert store.put("ok/c.bin", b"data", PutOptions()) is True

@@ -1,0 +1,58 @@
+"""push and pull (s3kv.ops.sync_files): every block a job whose completion counts it.
+
+On awscrt no thread waits for a block: the requests of a push or a pull are in flight
+together while the sync's thread pool starts no thread for them (it started one per
+request in flight: 32 threads handing the GIL back and forth). On botocore, which cannot
+submit, the blocking requests run on that pool as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from s3kv.ops.sync import sync
+from s3kv.progress import Progress
+from tests.faults.conftest import settings, write_tree
+from tests.faults.proxy import FaultProxy
+
+pytestmark = pytest.mark.integration
+BLOCKS = 48
+
+
+def pool_threads() -> int:
+    return sum(t.name.startswith("s3kv-sync") for t in threading.enumerate())
+
+
+def slow_blocks(request: Any) -> str | None:
+    return "slow" if request.is_block else None
+
+
+def test_a_push_and_a_pull_keep_their_requests_in_flight_with_no_thread_per_block(
+    tmp_path: Path, moto_server: str, bucket: str, data_path: str
+) -> None:
+    write_tree(tmp_path / "src", BLOCKS)
+    url = f"s3://{bucket}/kv"
+    seen: list[int] = []
+
+    def sample(_: Progress) -> None:
+        seen.append(pool_threads())
+
+    for source, destination in ((tmp_path / "src", url), (url, tmp_path / "dst")):
+        with FaultProxy(moto_server, slow_blocks, delay=0.05) as proxy:
+            s = settings(proxy.url, data_path, concurrency=16)
+            report = sync(source, destination, settings=s, on_progress=sample)
+            connections = len(proxy.connections)
+        assert report.copied == BLOCKS and report.failed == 0, report.failures
+        assert connections >= 8  # the blocks' requests overlapped
+    assert seen
+    if data_path == "crt":
+        assert max(seen) <= 1, seen  # a manifest's copy, at most
+    else:
+        assert max(seen) > 1, seen  # botocore blocks a thread per request
+    copied = sorted(p.relative_to(tmp_path / "dst") for p in (tmp_path / "dst").rglob("*"))
+    assert copied == sorted(p.relative_to(tmp_path / "src") for p in (tmp_path / "src").rglob("*"))
+    assert not list((tmp_path / "dst").rglob("*.tmp"))
