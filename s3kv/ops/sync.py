@@ -165,8 +165,8 @@ class _Sync:
         # A pull or a push (a directory at one end): each block a job whose completion
         # counts it; its file moved by the S3 client itself (s3kv.ops.sync_files).
         self.files = dst.is_local != src.is_local
-        self.jobs: set[TransferJob] = set()
-        self.jobs_left = 0
+        self.pending: set[object] = set()  # blocks whose jobs have not ended
+        self.jobs: dict[object, TransferJob] = {}  # those started (to cancel them)
         self.jobs_idle = threading.Condition(threading.Lock())
 
     def run(self) -> SyncReport:
@@ -279,29 +279,38 @@ class _Sync:
     def _move(self, folder: str, src_key: str, dst_key: str, size: int) -> None:
         """One block between S3 and the directory: a job of its own (its retries, its
         deadline), whose completion counts it; no thread waits for it."""
+        ticket = object()  # the block's slot, until it is counted or never started
         self.slots.acquire()
-        where, usual = self.src_loc.url_for(src_key), self._usual_size(src_key)
-        attempt: PullAttempt | PushAttempt
-        operation: Literal["upload", "download"]
-        if self.dst.is_local:
-            attempt = PullAttempt(self.src, src_key, where, self.dst, dst_key, size, usual,
-                                  self.pool)
-            operation, settings = "download", self.src_settings
-        else:
-            attempt = PushAttempt(self.src, src_key, where, self.dst, dst_key, size, usual,
-                                  self.settings, self.pool)
-            operation, settings = "upload", self.settings
         with self.jobs_idle:
-            self.jobs_left += 1
-        job = TransferJob(operation, [attempt], window=1, settings=settings,
-                          on_done=lambda job: self._moved(folder, dst_key, size, job))
-        with self.jobs_idle:
-            if not job.done():
-                self.jobs.add(job)
-
-    def _moved(self, folder: str, dst_key: str, size: int, job: TransferJob) -> None:
+            self.pending.add(ticket)
         try:
-            self.slots.release()
+            where = self.src_loc.url_for(src_key)
+
+            def usual() -> int | None:
+                return self._usual_size(src_key)
+
+            attempt: PullAttempt | PushAttempt
+            operation: Literal["upload", "download"]
+            if self.dst.is_local:
+                attempt = PullAttempt(self.src, src_key, where, self.dst, dst_key, size,
+                                      usual, self.pool)
+                operation, settings = "download", self.src_settings
+            else:
+                attempt = PushAttempt(self.src, src_key, where, self.dst, dst_key, size,
+                                      usual, self.settings, self.pool)
+                operation, settings = "upload", self.settings
+            job = TransferJob(operation, [attempt], window=1, settings=settings,
+                              on_done=lambda job: self._moved(ticket, folder, dst_key, size, job))
+        except BaseException:
+            self._let_go(ticket)  # never started (Ctrl-C): nothing else counts it
+            raise
+        with self.jobs_idle:
+            if ticket in self.pending:
+                self.jobs[ticket] = job
+
+    def _moved(self, ticket: object, folder: str, dst_key: str, size: int,
+               job: TransferJob) -> None:
+        try:
             report = job.result()
             if job.cancelled:  # interrupted: not done, not failed
                 return
@@ -314,20 +323,27 @@ class _Sync:
             else:
                 self._count(folder, size=size, already_present=1)
         finally:
-            with self.jobs_idle:
-                self.jobs.discard(job)
-                self.jobs_left -= 1
-                self.jobs_idle.notify_all()
+            self._let_go(ticket)
+
+    def _let_go(self, ticket: object) -> None:
+        """A block's slot back, once."""
+        with self.jobs_idle:
+            if ticket not in self.pending:
+                return
+            self.pending.discard(ticket)
+            self.jobs.pop(ticket, None)
+            self.jobs_idle.notify_all()
+        self.slots.release()
 
     def _settle_jobs(self, *, cancel: bool) -> None:
         """Wait until every block's job ended (cancelled first, if ``cancel``): a pull's
         temp files are gone by then, a push's files let go."""
         with self.jobs_idle:
-            jobs = list(self.jobs) if cancel else []
+            jobs = list(self.jobs.values()) if cancel else []
         for job in jobs:
             job.cancel()
         with self.jobs_idle:
-            while self.jobs_left:
+            while self.pending:
                 self.jobs_idle.wait()
 
     # -- manifests --------------------------------------------------------------------

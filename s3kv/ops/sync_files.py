@@ -22,6 +22,7 @@ promise of the buffer path holds:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Executor
 from contextlib import ExitStack
 
@@ -48,7 +49,7 @@ class PullAttempt:
     )  # fmt: skip
 
     def __init__(self, src: Store, src_key: str, where: str, dst: Store, dst_key: str,
-                 size: int, usual: int | None, pool: Executor) -> None:
+                 size: int, usual: Callable[[], int | None], pool: Executor) -> None:
         self.src, self.src_key, self.where, self.size = src, src_key, where, size
         self.dst, self.dst_key, self.usual, self.pool = dst, dst_key, usual, pool
         self.key = dst_key.encode()
@@ -81,7 +82,7 @@ class PullAttempt:
         recorded = info.checksum
         try:
             if recorded is None:
-                integrity.check_size(self.size, self.usual, where=self.where)
+                integrity.check_size(self.size, self.usual(), where=self.where)
             else:
                 with mapped(staged.path, self.size) as view:
                     got = integrity.compute(recorded.algorithm, view)
@@ -123,7 +124,8 @@ class PushAttempt:
     )  # fmt: skip
 
     def __init__(self, src: Store, src_key: str, where: str, dst: Store, dst_key: str,
-                 size: int, usual: int | None, settings: S3Settings, pool: Executor) -> None:
+                 size: int, usual: Callable[[], int | None], settings: S3Settings,
+                 pool: Executor) -> None:
         self.src, self.src_key, self.where, self.size = src, src_key, where, size
         self.dst, self.dst_key, self.usual, self.pool = dst, dst_key, usual, pool
         self.settings = settings
@@ -151,7 +153,7 @@ class PushAttempt:
             self.path, actual = held.enter_context(self.src.opened(self.src_key))
             if actual != self.size:
                 raise SizeMismatchError(f"{self.where}: listed as {self.size} bytes, now {actual}")
-            integrity.check_size(actual, self.usual, where=self.where)
+            integrity.check_size(actual, self.usual(), where=self.where)
             self.view = held.enter_context(mapped(self.path, self.size))
             self.options = PutOptions(
                 create_only=True, checksum=integrity.compute(self.settings.checksum, self.view),

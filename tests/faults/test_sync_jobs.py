@@ -56,3 +56,27 @@ def test_a_push_and_a_pull_keep_their_requests_in_flight_with_no_thread_per_bloc
     copied = sorted(p.relative_to(tmp_path / "dst") for p in (tmp_path / "dst").rglob("*"))
     assert copied == sorted(p.relative_to(tmp_path / "src") for p in (tmp_path / "src").rglob("*"))
     assert not list((tmp_path / "dst").rglob("*.tmp"))
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_as_a_block_is_being_started_ends_the_sync_at_once(
+    tmp_path: Path, moto_server: str, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C lands while a block's job is being made: that block was never started, so
+    nothing waits for it (the sync waited for its count forever) and its slot is back."""
+    import s3kv.ops.sync as sync_module
+
+    write_tree(tmp_path / "src", 6)
+    made: list[Any] = []
+    real = sync_module.TransferJob
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        if len(made) == 2:
+            raise KeyboardInterrupt
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(sync_module, "TransferJob", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sync(tmp_path / "src", f"s3://{bucket}/kv", settings=settings(moto_server, "crt"))
+    assert len(made) == 2 and all(job.done() for job in made)
