@@ -379,7 +379,7 @@ class CrtS3Store(S3Store):
                     raise ObjectNotFoundError(f"GET {where}: no such object")
                 if info.size:
                     raise oversized(where, info.size, 0)
-            except BaseException as exc:
+            except Exception as exc:
                 done(None, exc)
             else:
                 done(info, None)

@@ -16,7 +16,9 @@ a job ends within its deadline plus one attempt's timeout. A block its store did
 Each start runs with :data:`~s3kv.retry.ATTEMPT` set, so its requests report which
 attempt they are. :meth:`TransferJob.cancel` cancels the requests in flight that
 can be (the store's cancel functions; a pool task not yet running), so a cancelled job
-ends soon; a blocking request already running finishes.
+ends soon; a blocking request already running finishes. Ctrl-C (``KeyboardInterrupt``)
+met while a block starts cancels the job likewise, and is then raised to the thread that
+was starting it: the caller's interrupt, never a block's failure.
 """
 
 from __future__ import annotations
@@ -221,6 +223,7 @@ class TransferJob:
         self._left = len(attempts)
         self._ready.extend((a, 0, self._deadline) for a in attempts)
         self._timing = False  # a thread waits for the retries in _later
+        self._interrupt: BaseException | None = None  # Ctrl-C met inside a start()
         if not attempts:
             self._finish()
             return
@@ -260,6 +263,9 @@ class TransferJob:
                     self._inflight += 1
                     dropped = []
                 else:
+                    interrupt, self._interrupt = self._interrupt, None
+                    if interrupt is not None:
+                        raise interrupt  # every block settled: now the caller hears it
                     return
             if dropped:
                 for attempt in dropped:
@@ -308,6 +314,13 @@ class TransferJob:
         try:
             done.cancel = attempt.start(done)
         except BaseException as exc:
+            if not isinstance(exc, Exception):
+                # Ctrl-C (or SystemExit) inside start(): the caller's interrupt, not this
+                # block's failure. The job stops (this block and those not started are
+                # given up, "cancelled"), then _pump raises it to the thread that started
+                # the job.
+                self._interrupt = exc
+                self._cancel.set()
             done(None, exc)
         finally:
             ATTEMPT.reset(token)
@@ -357,7 +370,8 @@ class TransferJob:
         self, attempt: Attempt, tries: int, deadline: float, error: BaseException | None
     ) -> BlockResult | None:
         s = self._settings
-        if isinstance(error, TransferCancelledError) or (
+        interrupted = error is not None and not isinstance(error, Exception)  # Ctrl-C
+        if isinstance(error, TransferCancelledError) or interrupted or (
             self._cancel.is_set() and isinstance(error, TransientStoreError)
         ):
             return attempt.give_up("cancelled")

@@ -80,3 +80,40 @@ def test_ctrl_c_as_a_block_is_being_started_ends_the_sync_at_once(
     with pytest.raises(KeyboardInterrupt):
         sync(tmp_path / "src", f"s3://{bucket}/kv", settings=settings(moto_server, "crt"))
     assert len(made) == 2 and all(job.done() for job in made)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("direction", ["pull", "push"])
+def test_ctrl_c_inside_a_blocks_start_stops_the_sync_and_leaves_no_temp_file(
+    tmp_path: Path, moto_server: str, bucket: str, monkeypatch: pytest.MonkeyPatch,
+    direction: str,
+) -> None:
+    """Ctrl-C (or SIGTERM, which s3kv turns into it) landing while a block is being
+    started is the command's interrupt, not that block's failure: the sync stops and
+    says so (it was caught as the block's 'unexpected KeyboardInterrupt' and the copy
+    went on), the other blocks end, no temp file is left."""
+    from s3kv.stores import LocalStore
+    from s3kv.stores.crt import CrtS3Store
+
+    write_tree(tmp_path / "src", 12)
+    url = f"s3://{bucket}/kv"
+    s = settings(moto_server, "crt")
+    if direction == "pull":
+        assert sync(tmp_path / "src", url, settings=s).copied == 12
+        cls, name, source, destination = LocalStore, "stage", url, tmp_path / "dst"
+    else:
+        cls, name, source, destination = CrtS3Store, "submit_put", tmp_path / "src", url
+    real = getattr(cls, name)
+    calls: list[int] = []
+
+    def interrupted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, name, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sync(source, destination, settings=s)
+    assert len(calls) == 5  # nothing started after the interrupt
+    assert not list(tmp_path.rglob("*.tmp"))
