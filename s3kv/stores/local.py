@@ -213,11 +213,6 @@ class LocalStore(Store):
         except OSError as exc:
             raise from_os_error(exc, "write", path) from exc
         tmp = f"{name}_{secrets.token_hex(8)}{TMP_SUFFIX}"
-        try:
-            os.close(os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=parent))  # ours, not another's
-        except OSError as exc:
-            os.close(parent)
-            raise from_os_error(exc, "write", path) from exc
 
         def publish(create_only: bool) -> bool:
             try:
@@ -229,7 +224,14 @@ class LocalStore(Store):
             _discard(tmp, parent)
             os.close(parent)
 
-        return Staged(f"/proc/self/fd/{parent}/{tmp}", path, publish, close)
+        try:
+            os.close(os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=parent))  # ours, not another's
+            return Staged(f"/proc/self/fd/{parent}/{tmp}", path, publish, close)
+        except BaseException as exc:  # an error, or Ctrl-C: no temp file is left behind
+            close()
+            if isinstance(exc, OSError):
+                raise from_os_error(exc, "write", path) from exc
+            raise
 
     @contextmanager
     def opened(self, key: str) -> Iterator[tuple[str, int]]:
