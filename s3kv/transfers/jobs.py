@@ -223,7 +223,8 @@ class TransferJob:
         self._left = len(attempts)
         self._ready.extend((a, 0, self._deadline) for a in attempts)
         self._timing = False  # a thread waits for the retries in _later
-        self._interrupt: BaseException | None = None  # Ctrl-C met inside a start()
+        # Ctrl-C met inside a start(), and the thread it is raised to (that start's)
+        self._interrupt: tuple[BaseException, int] | None = None
         if not attempts:
             self._finish()
             return
@@ -263,9 +264,10 @@ class TransferJob:
                     self._inflight += 1
                     dropped = []
                 else:
-                    interrupt, self._interrupt = self._interrupt, None
-                    if interrupt is not None:
-                        raise interrupt  # every block settled: now the caller hears it
+                    interrupt = self._interrupt
+                    if interrupt is not None and interrupt[1] == threading.get_ident():
+                        self._interrupt = None
+                        raise interrupt[0]  # every block settled: now the caller hears it
                     return
             if dropped:
                 for attempt in dropped:
@@ -319,7 +321,7 @@ class TransferJob:
                 # block's failure. The job stops (this block and those not started are
                 # given up, "cancelled"), then _pump raises it to the thread that started
                 # the job.
-                self._interrupt = exc
+                self._interrupt = (exc, threading.get_ident())
                 self._cancel.set()
             done(None, exc)
         finally:

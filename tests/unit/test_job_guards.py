@@ -4,6 +4,7 @@ callback or a give-up raises, the block is reported failed and the job finishes.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -81,3 +82,35 @@ def test_a_completion_reported_twice_counts_once() -> None:
     job = TransferJob("upload", [Twice(b"t" * 8), Fine(b"f" * 8)], window=2, settings=SETTINGS)
     report = job.wait(10)
     assert sorted(report.done) == [b"f" * 8, b"t" * 8] and not report.failed
+
+
+class Interrupted:
+    """Ctrl-C lands inside its start(), on the thread starting the job."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        self.given_up: list[str] = []
+
+    def start(self, done: Done) -> None:
+        raise KeyboardInterrupt
+
+    def give_up(self, reason: str) -> BlockResult:
+        self.given_up.append(reason)
+        return BlockResult(self.key, "failed", reason=reason)
+
+
+def test_ctrl_c_inside_a_start_cancels_the_job_and_reaches_its_caller() -> None:
+    """Not a block's 'unexpected KeyboardInterrupt' with the job going on: the block and
+    those not started are given up as cancelled, the job ends, the caller hears Ctrl-C."""
+    first, second, third = Fine(b"a" * 8), Interrupted(b"b" * 8), Interrupted(b"c" * 8)
+    made: list[TransferJob] = []
+    with pytest.raises(KeyboardInterrupt):
+        TransferJob("download", [first, second, third], window=3, settings=SETTINGS,
+                    on_done=made.append)
+    assert second.given_up == third.given_up == ["cancelled"]
+    deadline = time.monotonic() + 5
+    while not made and time.monotonic() < deadline:  # the first block ends on its own
+        time.sleep(0.001)
+    report = made[0].wait(5)
+    assert made[0].cancelled and report.failed == {b"b" * 8: "cancelled", b"c" * 8: "cancelled"}
+    assert report.done == (b"a" * 8,)
