@@ -144,6 +144,7 @@ class CrtS3Store(S3Store):
         )
         self._calls.watch(call)
         call.client = crt = self._crt
+        call.file = send_filepath is not None or recv_filepath is not None
         try:
             meta = crt.make_request(
                 type=kind,

@@ -11,6 +11,7 @@ that failed is named with its endpoint, and through a proxy with the proxy.
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -123,6 +124,7 @@ class Call:
         "_report",
         "client",
         "deadline",
+        "file",
         "gate",
         "last",
         "meta",
@@ -140,6 +142,7 @@ class Call:
         self.deadline = now + seconds
         self.meta: Any = None
         self.client: Any = None  # the awscrt client (its connections) that carried it
+        self.file = False  # awscrt reads its body from a file, or writes it into one
         self.reason = ""  # why it was stopped: "stalled", "cancelled" or "refused"
         self.problem: BaseException | None = None  # what a refused answer was
         self._report: Callable[[BaseException | None], None] | None = None
@@ -329,6 +332,17 @@ def crt_failure(
         if exc.name in _LOCAL_FILE:
             return StoreError(f"{method} {where}: its local file: {_LOCAL_FILE[exc.name]} "
                               f"({exc.name})")
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if call.file and exc.name == "AWS_ERROR_SYS_CALL_FAILURE" and (
+            limit != resource.RLIM_INFINITY
+        ):
+            # What awscrt names a write refused past the file size limit (EFBIG): this
+            # machine's, like a full disk; never retried, never counted against the store.
+            return StoreError(
+                f"{method} {where}: its local file: a write failed, and this process may "
+                f"write no file past {limit:,} bytes (ulimit -f); raise that limit, then run "
+                f"it again ({exc.name})"
+            )
         if exc.name in _MALFORMED:
             return not_s3(method, where, network.endpoint,
                           f"{_MALFORMED[exc.name]} ({exc.name}){network.via}")

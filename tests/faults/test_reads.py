@@ -195,8 +195,9 @@ def test_a_pull_whose_blocks_all_fail_alike_says_the_cause_once(
 ) -> None:
     """A real ``s3kv pull`` whose every block awscrt cannot write (the process may write
     no file past 16 KiB, as ``ulimit -f`` sets it; 64 KiB blocks): one line says how many
-    blocks failed and why, not a line per block each with its own retry timing; exit 1,
-    and no block nor temp file is left."""
+    blocks failed and why (the limit, named with its fix, not retried as the store's
+    failure), not a line per block each with its own retry timing; exit 1, and no block
+    nor temp file is left."""
     url = f"s3://{bucket}/kv"
     seed_blocks(url, moto_server, 6, size=64 << 10)
     dst = tmp_path / "dst"
@@ -214,5 +215,8 @@ def test_a_pull_whose_blocks_all_fail_alike_says_the_cause_once(
     assert done.returncode == 1, done.stderr
     assert len(failed) == 1 and failed[0].startswith("failed: 6 blocks, one cause: GET <block>"), (
         done.stdout, done.stderr)
+    # the machine's limit, named with its fix: not retried as the store's failure
+    assert "may write no file past 16,384 bytes (ulimit -f)" in failed[0], failed[0]
+    assert "gave up after" not in failed[0], failed[0]
     assert "6 failed" in done.stdout.splitlines()[-1]
     assert not [p for p in dst.rglob("*") if p.is_file() and p.name != "config.json"]
