@@ -82,6 +82,9 @@ class RequestEvent:
     seconds: float = 0.0
     info: ObjectInfo | None = None
     """What a ``get`` or ``head`` that found the object answered."""
+    ended: float = 0.0
+    """``time.monotonic()`` when it ended (one clock for the host's processes: an I/O
+    process's requests are told to EngineCore later); 0: unknown."""
 
 
 RequestHook = Callable[[RequestEvent], None]

@@ -101,13 +101,14 @@ def reported(method: F) -> F:
             _inside.active = False
             if isinstance(exc, StorePausedError):
                 raise  # not sent: no request to report
-            hook(RequestEvent(operation, key, outcome_of(exc), attempt, 0,
-                              time.monotonic() - started))
+            now = time.monotonic()
+            hook(RequestEvent(operation, key, outcome_of(exc), attempt, 0, now - started,
+                              ended=now))
             raise
         _inside.active = False
         outcome, info, nbytes = judge(result, args, kwargs)
-        hook(RequestEvent(operation, key, outcome, attempt, nbytes,
-                          time.monotonic() - started, info))
+        now = time.monotonic()
+        hook(RequestEvent(operation, key, outcome, attempt, nbytes, now - started, info, now))
         return result
 
     return cast(F, reporting)
@@ -134,8 +135,8 @@ def reporting_done(
             outcome, info, sent = ("created" if result else "exists"), None, nbytes
         else:
             outcome, info, sent = "ok", cast(ObjectInfo | None, result), nbytes
-        hook(RequestEvent(operation, key, outcome, attempt, sent,
-                          time.monotonic() - started, info))
+        now = time.monotonic()
+        hook(RequestEvent(operation, key, outcome, attempt, sent, now - started, info, now))
         done(result, error)
 
     return reported_done

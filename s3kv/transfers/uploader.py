@@ -144,6 +144,20 @@ class Uploader(Transfer):
         self._manifest_seen_at = time.monotonic()
         return created
 
+    @property
+    def manifest_data(self) -> bytes | None:
+        """The manifest's bytes as stored, once :meth:`ensure_manifest` found or wrote it."""
+        return self._manifest_data if self._manifest_ready else None
+
+    def adopt_manifest(self, data: bytes) -> None:
+        """Take the manifest another uploader of this location found or wrote
+        (:attr:`manifest_data`; the vLLM tier's, in EngineCore, for its data path): no
+        request now; re-checks go on as after :meth:`ensure_manifest`."""
+        if not self._manifest_ready:
+            self._manifest_data = data
+            self._manifest_ready = True
+            self._manifest_seen_at = time.monotonic()
+
     def _recheck_due(self) -> bool:
         return time.monotonic() - self._manifest_seen_at >= self.manifest_recheck_seconds
 

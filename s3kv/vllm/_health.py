@@ -103,7 +103,8 @@ class StoreHealth:
     def on_request(self, event: RequestEvent) -> None:
         """A request of the tier's store ended (its hook)."""
         if event.outcome == "transient":
-            self.failure(event.operation, started=self.clock() - event.seconds)
+            # an I/O process's requests arrive with their job: when they were sent counts
+            self.failure(event.operation, started=(event.ended or self.clock()) - event.seconds)
         elif event.outcome in ANSWERED:
             with self._lock:
                 self._failures = 0

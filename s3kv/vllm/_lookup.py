@@ -58,10 +58,11 @@ from s3kv.retry import with_retries
 from s3kv.stores import ObjectInfo
 from s3kv.transfers.downloader import Downloader
 from s3kv.transfers.lookup import LookupStats, fanout_for, prefix_length
-from s3kv.vllm._budget import Deadlines, WaitBudget
+from s3kv.vllm._budget import WaitBudget
 from s3kv.vllm._cost import LoadCost
 from s3kv.vllm._health import StoreHealth
 from s3kv.vllm._logs import QuietLog
+from s3kv.worker.deadlines import Deadlines
 
 LOOKUP_THREADS = fanout_for(15_624)
 """Threads for lookup HEADs: a whole search round at once (24, the fanout of chains up to

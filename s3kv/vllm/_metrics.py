@@ -10,7 +10,8 @@ What is counted, and where:
 * requests by operation and outcome, retries, size failures: :meth:`TierMeter.on_request`,
   the tier's store's request hook (:attr:`s3kv.stores.base.Store.on_request`): every
   request reports its outcome and the attempt that sent it, so a retry is known;
-* checksum failures: :class:`MeteredDownloader`, where loads verify checksums;
+* checksum failures and blocks without one: what the data path's loads noted
+  (:mod:`s3kv.worker.loads`), counted by :mod:`s3kv.vllm._loads`;
 * blocks and bytes by outcome, store/load latency: each finished job's report;
 * lookup HEADs and answers from the presence cache: the lookup manager's
   ``heads_sent``/``cache_answers`` totals, read at each ``get_stats``;

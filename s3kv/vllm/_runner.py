@@ -1,13 +1,16 @@
-"""Off the scheduler thread: vLLM transfer jobs become s3kv jobs; finished ones queue up.
+"""vLLM transfer jobs as orders to the tier's data path; its replies as finished jobs.
 
-vLLM calls ``submit_store``/``submit_load`` under its scheduler lock, so they only
-enqueue. One dispatcher thread slices the primary rows and starts the s3kv job (starting
-one sends nothing the thread waits for: requests go to awscrt or to the transfer's pool,
-and the manifest's re-check runs beside it); the thread that finishes a job's last block
-queues its report for ``get_finished_jobs``. A job given a deadline (a load, by its
-request's wait budget) is cancelled when it passes: its requests in flight end, nothing
-more reaches its rows, and its blocks are reported failed (vLLM recomputes them). A job
-the tier declines (:meth:`JobRunner.refuse`) is reported at the next poll, without I/O.
+vLLM calls ``submit_store``/``submit_load`` under its scheduler lock, so they only send
+an order (:class:`s3kv.worker.orders.Order`: keys, rows, tenant, deadline) to where the
+data path runs (:mod:`s3kv.vllm._io_process`: an I/O process, or a dispatch thread of
+EngineCore's) and return. ``get_finished_jobs`` reads the replies that arrived, without
+waiting: each is one job whose requests have all ended. A reply's requests go through
+the tier's one request hook (``replay``: metrics, renewals, the store's health) before
+the job is reported, in the order they ended. A job given a deadline (a load, by its
+request's wait budget) is cancelled by the data path when it passes; its blocks are
+reported failed (vLLM recomputes them). A job the tier declines (:meth:`JobRunner.refuse`),
+or that no data path can take now (its process restarting), is reported at the next
+poll, without I/O.
 """
 
 from __future__ import annotations
@@ -19,21 +22,17 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from vllm.v1.kv_offload.tiering.base import JobId, TransferJob
+from vllm.v1.kv_offload.tiering.base import TransferJob
 
 from s3kv.report import TransferReport
-from s3kv.transfers.downloader import Downloader
-from s3kv.transfers.jobs import TransferJob as S3Job
-from s3kv.transfers.uploader import Uploader
-from s3kv.vllm._budget import Deadlines
+from s3kv.stores.base import RequestEvent
+from s3kv.vllm._io_process import Io
+from s3kv.worker.orders import Note, Order, Reply
 
 logger = logging.getLogger("s3kv.vllm")
 
 Parents = Mapping[bytes, bytes]
 """A store job's keys to their parents' (:mod:`s3kv.vllm._chain`)."""
-
-Transfers = tuple[Uploader, Downloader]
-"""Whose prefix a job reads or writes (its tenant's); None: the runner's own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,50 +46,37 @@ class Finished:
     """Cancelled when its deadline passed."""
     refused: bool = False
     """Declined by the tier (:meth:`JobRunner.refuse`): no request was sent."""
+    notes: tuple[Note, ...] = ()
+    """What its requests met (:mod:`s3kv.worker.loads`), and the data path's other
+    requests since its last reply."""
+    replaced: frozenset[bytes] = frozenset()
+    """A store's keys sent to replace a damaged copy (``If-Match``)."""
 
 
 @dataclass(frozen=True, slots=True)
-class _Queued:
+class _Pending:
     job: TransferJob
-    parents: Parents
-    deadline: float | None
-    limit: int | None
-    present: frozenset[bytes]
-    transfers: Transfers | None = None
+    present: tuple[bytes, ...]
+    replaced: frozenset[bytes]
 
 
 class JobRunner:
-    """Runs stores (rows -> objects) and loads (objects -> rows) of one tier."""
+    """Runs stores (rows -> objects) and loads (objects -> rows) of one tier on ``io``."""
 
     def __init__(
         self,
-        rows: memoryview,
-        block_size_bytes: int,
-        uploader: Uploader,
-        downloader: Downloader,
+        io: Io,
         *,
         on_finished: Callable[[Finished], None] | None = None,
-        quiesce: Callable[[float], bool] | None = None,
-        deadlines: Deadlines | None = None,
+        replay: Callable[[RequestEvent], None] | None = None,
     ) -> None:
-        self._rows = rows
-        self._quiesce = quiesce
-        self._block_size = block_size_bytes
-        self._uploader = uploader
-        self._downloader = downloader
+        self.io = io
         self._on_finished = on_finished
-        self._deadlines = deadlines
-        self._submitted: queue.SimpleQueue[_Queued | None] = queue.SimpleQueue()
-        self._finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
-        self._idle = threading.Condition()
-        self._in_flight = 0
-        self._running: dict[JobId, S3Job] = {}  # guarded by _idle
-        self._expired: set[JobId] = set()  # guarded by _idle
+        self._replay = replay
+        self._lock = threading.Lock()
+        self._pending: dict[int, _Pending] = {}  # guarded by _lock
+        self._ready: queue.SimpleQueue[Finished] = queue.SimpleQueue()  # no reply awaited
         self._closing = False
-        self._thread = threading.Thread(
-            target=self._dispatch, name="s3kv_vllm_dispatch", daemon=True
-        )
-        self._thread.start()
 
     # -- scheduler thread ---------------------------------------------------------------
 
@@ -99,158 +85,116 @@ class JobRunner:
         job: TransferJob,
         parents: Parents | None = None,
         *,
+        tenant: str | None = None,
         deadline: float | None = None,
         limit: int | None = None,
         present: frozenset[bytes] = frozenset(),
-        transfers: Transfers | None = None,
+        replace: Mapping[bytes, str] | None = None,
+        manifest: bytes | None = None,
     ) -> None:
-        """Queue a job; ``parents``: of a store job's keys (written with the blocks);
-        ``deadline`` (``time.monotonic()``): cancel it then; ``present``: a store job's
-        keys known stored (reported already present, nothing sent); ``limit``: store only
-        the first of the others (the rest are reported failed); ``transfers``: the
-        uploader and downloader of its tenant."""
-        with self._idle:
-            self._in_flight += 1
-        self._submitted.put(_Queued(job, parents or {}, deadline, limit, present, transfers))
+        """Send a job's order; ``parents``: of a store job's keys (written with the
+        blocks); ``deadline`` (``time.monotonic()``): cancel it then; ``present``: a store
+        job's keys known stored (reported already present, nothing sent); ``limit``: store
+        only the first of the others (the rest are reported failed); ``tenant``: whose
+        prefix; ``replace``: a store's keys whose damaged copy (that ETag) it replaces;
+        ``manifest``: the tenant's manifest as found (the data path writes none first)."""
+        if self._closing:
+            self._refuse(job, "shut down before it started", report=False)
+            return
+        keys, chunks = [], []
+        for key, cid in zip(job.keys, job.chunk_ids):
+            if key not in present:
+                keys.append(key)
+                chunks.append(int(cid))
+        keys, chunks = keys[:limit], chunks[:limit]
+        known = tuple(k for k in job.keys if k in present)
+        if not keys:
+            self._ready.put(Finished(job, TransferReport("upload", already_present=known)))
+            return
+        replace = {k: replace[k] for k in keys if k in replace} if replace else {}
+        order = Order(
+            int(job.job_id), "load" if job.is_promotion else "store", tuple(keys),
+            tuple(chunks), tenant, deadline, dict(parents or {}), replace, manifest,
+        )  # fmt: skip
+        with self._lock:
+            self._pending[order.job_id] = _Pending(job, known, frozenset(replace))
+        if not self.io.send(order):
+            with self._lock:
+                self._pending.pop(order.job_id, None)
+            self._refuse(job, "the tier's I/O process is starting again")
 
     def refuse(self, job: TransferJob, why: str) -> None:
         """Report a job failed at the next poll, without a request (and without a log
         line of its own: the tier counts them)."""
-        with self._idle:
-            self._in_flight += 1
-        self._done(Finished(job, None, why, refused=True))
+        self._refuse(job, why)
 
-    def cancel_running(self) -> int:
-        """Cancel every running job (the store stopped answering); how many."""
-        with self._idle:
-            running = list(self._running.values())
-        for s3job in running:
-            s3job.cancel()
-        return len(running)
+    def _refuse(self, job: TransferJob, why: str, *, report: bool = True) -> None:
+        self._ready.put(Finished(job, None, why, refused=report))
 
-    def finished(self) -> list[Finished]:
+    def cancel_running(self) -> None:
+        """Cancel every running job (the store stopped answering)."""
+        self.io.cancel_all()
+
+    def finished(self, timeout: float = 0.0) -> list[Finished]:
+        """The jobs that ended since the last call (waiting up to ``timeout`` for one)."""
         out = []
         while True:
             try:
-                out.append(self._finished.get_nowait())
+                out.append(self._ready.get_nowait())
             except queue.Empty:
-                return out
+                break
+        for reply in self.io.poll(0.0 if out else timeout):
+            done = self._done(reply)
+            if done is not None:
+                out.append(done)
+        return out
+
+    def _done(self, reply: Reply) -> Finished | None:
+        if self._replay is not None:
+            for event in reply.events:
+                try:
+                    self._replay(event)
+                except Exception:
+                    logger.exception("s3kv tier: a request's bookkeeping failed")
+        with self._lock:
+            pending = self._pending.pop(reply.job_id, None)
+        if pending is None:
+            return None
+        report = reply.report
+        if report is not None and pending.present:
+            report = replace(report, already_present=report.already_present + pending.present)
+        finished = Finished(pending.job, report, reply.error, reply.expired,
+                            notes=reply.notes, replaced=pending.replaced)  # fmt: skip
+        if self._on_finished is not None:
+            try:
+                self._on_finished(finished)
+            except Exception:
+                logger.exception("s3kv tier: bookkeeping of job %s failed", pending.job.job_id)
+        return finished
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Block until every submitted job has finished; False on timeout."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
-
-    def shutdown(self, *, timeout: float | None = None) -> None:
-        """Drop jobs not yet started, cancel running ones (their requests in flight end)."""
-        self._closing = True
-        self._submitted.put(None)
-        self._thread.join()
-        with self._idle:
-            running = list(self._running.values())
-        for s3job in running:
-            s3job.cancel()
-        started = time.monotonic()
-        if not self.wait_idle(timeout):
-            logger.warning("s3kv tier shut down with %d job(s) still running", self._in_flight)
-            return  # a running job may still touch the rows: keep them mapped
-        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
-        if self._quiesce is not None and not self._quiesce(30.0 if left is None else left):
-            logger.warning("s3kv tier shut down with requests the transport still holds")
-            return  # their callbacks still reach the rows: keep them mapped
-        # vLLM unmaps the primary region after shutdown; a view of it left here makes
-        # that fail ("cannot close exported pointers exist") and keeps it all mapped.
-        self._rows.release()
-
-    # -- dispatcher thread --------------------------------------------------------------
-
-    def _dispatch(self) -> None:
+        """Block until every job sent has ended (their results: the next poll); False
+        on timeout."""
+        until = None if timeout is None else time.monotonic() + timeout
+        held: list[Finished] = []
         while True:
-            item = self._submitted.get()
-            if item is None:
+            with self._lock:
+                idle = not self._pending
+            if idle:
                 break
-            job = item.job
-            if self._closing:
-                self._done(Finished(job, None, "shut down before it started"), report=False)
-                continue
-            if item.deadline is not None and time.monotonic() >= item.deadline:
-                self._done(Finished(job, None, "its wait budget ran out before it started",
-                                    expired=True))  # fmt: skip
-                continue
-            try:
-                self._start(item)
-            except Exception as exc:  # a job that cannot start still gets reported
-                logger.exception("s3kv tier could not start job %s", job.job_id)
-                self._done(Finished(job, None, f"{type(exc).__name__}: {exc}"))
-        # Jobs queued after the sentinel were never started; vLLM drops them at shutdown.
-        while True:
-            try:
-                late = self._submitted.get_nowait()
-            except queue.Empty:
-                return
-            if late is not None:
-                self._done(Finished(late.job, None, "shut down before it started"), report=False)
+            left = 0.5 if until is None else until - time.monotonic()
+            if left <= 0:
+                break
+            held += self.finished(min(left, 0.5))
+        for f in held:
+            self._ready.put(f)  # reported at the next poll, as vLLM expects
+        return idle
 
-    def _start(self, item: _Queued) -> None:
-        job, parents = item.job, item.parents
-        uploader, downloader = item.transfers or (self._uploader, self._downloader)
-        bs = self._block_size
-        rows, keys = [], []
-        for key, cid in zip(job.keys, job.chunk_ids):
-            if key in item.present:
-                continue
-            c = int(cid)
-            if c < 0 or (c + 1) * bs > len(self._rows):
-                raise IndexError(f"chunk id {c} is outside the primary tier's rows")
-            rows.append(self._rows[c * bs : (c + 1) * bs])
-            keys.append(key)
-        rows, keys = rows[: item.limit], keys[: item.limit]
-        present = tuple(k for k in job.keys if k in item.present)
-        if not keys:
-            self._done(Finished(job, TransferReport("upload", already_present=present)))
-            return
-
-        def on_done(s3job: S3Job) -> None:
-            with self._idle:
-                expired = job.job_id in self._expired
-                self._expired.discard(job.job_id)
-            report = s3job.wait(0)
-            if present:
-                report = replace(report, already_present=report.already_present + present)
-            self._done(Finished(job, report, expired=expired))
-
-        if job.is_promotion:
-            s3job = downloader.submit_get_blocks(keys, into=rows, on_done=on_done)
-        else:
-            s3job = uploader.submit_put_blocks(
-                zip(keys, rows), on_done=on_done, parents=parents
-            )
-        with self._idle:
-            # done() turns True before on_done runs, so a job that finished already is
-            # never left here.
-            if not s3job.done():
-                self._running[job.job_id] = s3job
-        if item.deadline is not None and self._deadlines is not None:
-            self._deadlines.at(item.deadline, lambda: self._expire(job.job_id))
-
-    def _expire(self, job_id: JobId) -> None:
-        """A job's deadline passed: cancel it if it still runs."""
-        with self._idle:
-            s3job = self._running.get(job_id)
-            if s3job is None or s3job.done():
-                return
-            self._expired.add(job_id)
-        s3job.cancel()
-
-    def _done(self, finished: Finished, *, report: bool = True) -> None:
-        if report:
-            if self._on_finished is not None:
-                try:
-                    self._on_finished(finished)
-                except Exception:
-                    logger.exception("s3kv tier: bookkeeping of job %s failed", finished.job.job_id)
-            self._finished.put(finished)
-        with self._idle:
-            self._running.pop(finished.job.job_id, None)
-            self._in_flight -= 1
-            self._idle.notify_all()
+    def shutdown(self, *, timeout: float) -> None:
+        """Drop jobs not yet started, cancel running ones; returns once nothing the
+        tier started can reach the rows (the I/O process has exited)."""
+        self._closing = True
+        if not self.io.close(timeout):
+            logger.warning("s3kv tier shut down with requests the transport still holds")
+        with self._lock:
+            self._pending.clear()  # cancelled: vLLM drops what it has not been told

@@ -33,7 +33,6 @@ from s3kv.errors import CustomerKeyError, InvalidTenantError, ManifestMissingErr
 from s3kv.naming.keys import KeyMapper
 from s3kv.naming.tenants import TENANT_FIELD, check_tenant
 from s3kv.report import TransferReport
-from s3kv.transfers.downloader import Downloader
 from s3kv.transfers.uploader import Uploader
 from s3kv.vllm._lookup import LookupDownloader
 from s3kv.vllm._readonly import check_manifest
@@ -101,14 +100,15 @@ class TenantPolicy:
 
 
 class TenantIO:
-    """One tenant's transfers: its keys, its manifest, on the tier's store and pools."""
+    """One tenant's side in EngineCore: its keys, its manifest, its lookups, on the
+    tier's store and pools (its loads and stores run on the data path, by its name)."""
 
     def __init__(
-        self, tenant: str | None, uploader: Uploader, downloader: Downloader,
-        prober: LookupDownloader, *, read_only: bool,
+        self, tenant: str | None, uploader: Uploader, prober: LookupDownloader, *,
+        read_only: bool,
     ) -> None:
         self.tenant = tenant
-        self.uploader, self.downloader, self.prober = uploader, downloader, prober
+        self.uploader, self.prober = uploader, prober
         self.read_only = read_only
         self._locked_until = 0.0
         self._told = False
@@ -125,7 +125,7 @@ class TenantIO:
         """Keys the tier knows stored (stored, loaded or found by it) and not damaged:
         vLLM asks to store what it recomputed after a failed or skipped load, and their
         bytes need not cross a slow link again to be refused as present."""
-        mapper, presence = self.keys, self.downloader.presence
+        mapper, presence = self.keys, self.prober.presence
         damaged = self.uploader.damaged
         return frozenset(
             k for k in keys
@@ -167,7 +167,7 @@ class TenantIO:
         return time.monotonic() < self._locked_until
 
     def close(self) -> None:
-        for transfer in (self.prober, self.downloader, self.uploader):
+        for transfer in (self.prober, self.uploader):
             transfer.close(wait=False)
 
 
@@ -232,13 +232,12 @@ class TenantRouting:
             return  # every request names its tenant: their manifests, on first use
         first = tenants.io(self.tenancy.default_tenant)
         if read_only:
-            check_manifest(first.downloader, tier_type=tier_type)
+            check_manifest(first.prober, tier_type=tier_type)
         else:
             first.uploader.ensure_manifest()
 
     def _hook(self, io: TenantIO) -> None:
         """The tier's hooks on a tenant's transfers (the base location's too)."""
-        io.uploader.on_write_refused = lambda exc: self.health.writes_refused(str(exc))
         io.prober.stop = lambda: self.health.is_open
 
     def _tenancy_text(self, url: str) -> str:

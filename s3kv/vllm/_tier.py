@@ -35,11 +35,15 @@ from s3kv.errors import InvalidInputError
 from s3kv.naming.keys import KeyMapper, KeyStyle
 from s3kv.naming.location import parse_location
 from s3kv.ops.gc.renewal import DEFAULT_RENEW_AFTER_SECONDS
+from s3kv.report import TransferReport
 from s3kv.settings import S3Settings
-from s3kv.vllm._budget import DEFAULT_WAIT_BUDGET_SECONDS, Deadlines, WaitBudget, parse_budget
+from s3kv.transfers.uploader import Uploader
+from s3kv.vllm._budget import DEFAULT_WAIT_BUDGET_SECONDS, WaitBudget, parse_budget
 from s3kv.vllm._chain import chunk_tokens, parents
 from s3kv.vllm._cost import LoadCost
 from s3kv.vllm._health import BREAKER_FAILURES, Change, StoreHealth, announce, parse_failures
+from s3kv.vllm._io_process import open_io
+from s3kv.vllm._loads import LoadNotes
 from s3kv.vllm._logs import QuietLog
 from s3kv.vllm._lookup import Guards, S3AsyncLookupManager, chains
 from s3kv.vllm._metrics import (
@@ -63,7 +67,9 @@ from s3kv.vllm._tenant_metrics import tenant_metric_definitions
 from s3kv.vllm._tenants import TenantPolicy, TenantRouting
 from s3kv.vllm._usage import parse_renew_after
 from s3kv.vllm._version import warn_if_untested
-from s3kv.vllm._wiring import open_tier_io, tier_settings
+from s3kv.vllm._wiring import open_tier_io, tier_settings, vllm_version
+from s3kv.worker.deadlines import Deadlines
+from s3kv.worker.orders import PathConfig
 
 if TYPE_CHECKING:
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import (
@@ -106,6 +112,12 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
     Tenants (:mod:`s3kv.vllm._tenants`): ``default_tenant`` is the tenant of requests
     naming none; ``require_tenant=True`` (implied by ``sse_c_secret_file``) offloads none
     of them instead.
+
+    ``io_process`` (``"auto"``, ``"on"``, ``"off"``): where loads and stores run
+    (:mod:`s3kv.vllm._io_process`): ``auto`` starts an I/O process beside EngineCore
+    that maps vLLM's shared CPU region, where the region can be shared, and runs them in
+    EngineCore's process otherwise; ``on`` fails engine start without the process;
+    ``off`` never starts one.
     """
 
     medium: ClassVar[Medium] = Medium.STORAGE
@@ -128,6 +140,7 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
         renew_after: float | str | None = DEFAULT_RENEW_AFTER_SECONDS,
         default_tenant: str | None = None,
         require_tenant: bool = False,
+        io_process: str = "auto",
         **settings: Any,
     ) -> None:
         self.metrics = TierMeter(tier_label(offloading_spec, tier_type, url))
@@ -155,6 +168,7 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
         warn_if_untested(tier_type)
         self.settings = tier_settings(S3Settings.resolve(**settings))
         location = parse_location(url)
+        require_checksum = _flag("require_checksum", require_checksum)
         io = open_tier_io(
             location,
             self.namespace,
@@ -164,29 +178,32 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
             renew_after=None if read_only else parse_renew_after(renew_after),
             announce_removals=self.events is not None,
             wait_seconds=self._budget.seconds,
-            require_checksum=_flag("require_checksum", require_checksum),
+            require_checksum=require_checksum,
             listeners=(self.health.on_request, self.cost.on_request),
             read_only=read_only,
         )
-        self.store, self.uploader, self.downloader = io.store, io.uploader, io.downloader
-        self.usage, self.renewer, self._prober = io.usage, io.usage.renewer, io.prober
+        self.store, self.uploader, self.prober = io.store, io.uploader, io.prober
+        self.usage, self.renewer = io.usage, io.usage.renewer
+        self._notes = LoadNotes(self.metrics, url=location.url, require_checksum=require_checksum,
+                                writes_refused=self.health.writes_refused)  # fmt: skip
+        self.healed = 0
+        """Damaged copies replaced by this tier's stores (every tenant's)."""
         self._open_tenants(io.tenants, TenantPolicy(
             default_tenant=default_tenant,
             require_tenant=require_tenant or self.settings.sse_c_secret_file is not None,
         ), read_only=read_only, tier_type=tier_type)  # fmt: skip
 
         self._tokens = chunk_tokens(offloading_spec)
-        rows = primary_kv_view.cast("B")
         self._deadlines = Deadlines(name="s3kv-tier-deadlines")
-        self._runner = JobRunner(
-            rows,
-            self.block_size_bytes,
-            self.uploader,
-            self.downloader,
-            on_finished=self._remember,
-            quiesce=self.store.quiesce,
-            deadlines=self._deadlines,
-        )
+        path = PathConfig(
+            location.url, self.namespace, self.settings, style, self.settings.concurrency,
+            self._budget.seconds, self.block_size_bytes, require_checksum, vllm_version(),
+        )  # fmt: skip
+        data_path, why = open_io(path, primary_kv_view, io_process)
+        self._runner = JobRunner(data_path, on_finished=self._remember,
+                                 replay=io.on_request)  # fmt: skip
+        self.io_mode = data_path.mode
+        """``io-process`` or ``in-process``: where loads and stores run."""
         windowed = [
             g.group_id
             for g in offloading_spec.config.groups
@@ -198,7 +215,7 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
             self._quiet,
         )  # fmt: skip
         self._lookup_manager = S3AsyncLookupManager(
-            self._prober, tier_type, windowed_groups=windowed, on_hits=self._used,
+            self.prober, tier_type, windowed_groups=windowed, on_hits=self._used,
             guards=guards, route=self._route,
         )
         logger.info(
@@ -209,6 +226,12 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
             self.namespace.folder,
             self._tenancy_text(location.url),
         )
+        if why:
+            logger.info("s3kv tier %r: loads and stores run in EngineCore's process (%s)",
+                        tier_type, why)  # fmt: skip
+        else:
+            logger.info("s3kv tier %r: loads and stores run in an I/O process (pid %s)",
+                        tier_type, getattr(data_path, "pid", "?"))  # fmt: skip
         if read_only:
             logger.info(
                 "s3kv tier %r is read-only: manifest found, loads only, stores skipped "
@@ -262,12 +285,16 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
         if io is None:  # its tenant field: nothing stored (counted when it came)
             self._runner.refuse(job_metadata, "not offloaded (its tenant)")
             return
+        mapper, damaged = io.keys, io.uploader.damaged
+        replace = {k: etag for k in keys if (etag := damaged.get(mapper.key_for(k)))}
         self._runner.submit(
             job_metadata,
             parents(keys, job_metadata.req_context, self._tokens),
+            tenant=io.tenant,
             limit=1 if verdict == "trial" else None,  # after refused writes: one block
             present=io.known_present(keys),
-            transfers=(io.uploader, io.downloader),
+            replace=replace,
+            manifest=io.uploader.manifest_data,
         )
 
     def submit_load(self, job_metadata: TransferJob) -> None:
@@ -277,8 +304,7 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
             self._runner.refuse(job_metadata, why)
             return
         deadline = self._budget.deadline(job_metadata.req_context.req_id)
-        self._runner.submit(job_metadata, deadline=deadline,
-                            transfers=(io.uploader, io.downloader))
+        self._runner.submit(job_metadata, tenant=io.tenant, deadline=deadline)
 
     def get_finished_jobs(self) -> Iterable[JobResult]:
         return [self._result(f) for f in self._runner.finished()]
@@ -337,6 +363,10 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
         report, job = finished.report, finished.job
         if finished.refused:
             return  # declined without a request: counted when declined
+        io = self._route(job.req_context)
+        self._notes.on_notes(finished.notes, io.uploader.damaged)
+        if finished.replaced and report is not None:
+            self._healed_by(report, finished.replaced, io.uploader)
         self.metrics.on_job(is_load=job.is_promotion, report=report)
         self._count_tenant(job, report)
         kind = "load" if job.is_promotion else "store"
@@ -368,15 +398,28 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
                 len(report.missing),
                 f" ({why})" if why else "",
             )
-        mapper = self._route(job.req_context).keys
+        mapper = io.keys
         if job.is_promotion:
             done = set(report.done)
+            presence = io.prober.presence
+            for key in report.done:  # loaded and verified: present, for the next lookups
+                presence.put(mapper.key_for(key), True)
             self._used([k for k in job.keys if k in done], mapper)  # in vLLM's chain order
         else:
             stored = [mapper.key_for(key) for key in report.done + report.already_present]
             for object_key in stored:
-                self.downloader.presence.put(object_key, True)
+                io.prober.presence.put(object_key, True)
             self.usage.present(stored)
+
+    def _healed_by(self, report: TransferReport, replaced: frozenset[bytes],
+                   uploader: Uploader) -> None:  # fmt: skip
+        """A store sent to replace damaged copies: those it wrote are healed, those it
+        found replaced already (by another writer) are no longer damaged either."""
+        done = set(report.done)
+        for key in replaced & (done | set(report.already_present)):
+            if uploader.damaged.pop(uploader.keys.key_for(key), None) is not None and key in done:
+                uploader.healed += 1
+                self.healed += 1
 
     def take_events(self) -> Iterable[OffloadingEvent]:
         if self.events:
@@ -404,7 +447,7 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
         }
         self.metrics.on_totals(SKIPPED_LOOKUPS, skipped)
         self.metrics.on_totals(BUDGET_EXPIRED, {("lookup",): float(lookups.expired)})
-        self.metrics.on_totals(HEALED_BLOCKS, {(): float(self.uploader.healed)})
+        self.metrics.on_totals(HEALED_BLOCKS, {(): float(self.healed)})
         self.metrics.on_totals(BREAKER_OPENINGS, {(): float(self.health.opened)})
         self.metrics.on_totals(RENEWALS, self.usage.renewal_totals())
         self.metrics.on_totals(RETAGS, self.usage.retag_totals())

@@ -1,21 +1,25 @@
-"""The tier's stores and transfers, wired: one client, every request reported to one hook.
+"""The tier's EngineCore-side store and transfers, wired: one client, one request hook.
 
     awscrt/boto3 store, its ``on_request`` hook -> TierMeter (requests, retries, size
         failures), UsageTracker (what each HEAD/GET answered) and the tier's own
         listeners (the store's health, the load model)
-      -> Uploader (stores; the manifest re-checked beside the dispatch thread; damaged
-         copies replaced) and Renewer (copies: renewals)
-      -> MeteredDownloader (loads: counts checksum failures, remembers damaged copies)
+      -> Uploader (the manifest: written at start, create-only; a tenant's on first
+         use) and Renewer (copies: renewals)
       -> LookupDownloader (lookups, threads of their own: a HEAD answered 403 is absent)
 
-Each tenant gets those three transfers of its own (:class:`s3kv.vllm._tenants.TenantIO`:
-its prefix, its manifest) on the same store, presence cache and thread pools: the
-base location's transfers own the pools, a tenant's borrow them.
+Loads and stores are not here: they run on the tier's data path
+(:mod:`s3kv.worker.datapath`, in an I/O process or in-process), with a client of its
+own; the requests it sends come back with each job's reply and go through the same
+hook (:attr:`TierIO.on_request`), so every request the tier makes is counted, renewed
+and judged in one place.
+
+Each tenant gets its own uploader and prober (:class:`s3kv.vllm._tenants.TenantIO`: its
+prefix, its manifest) on the same store, presence cache and thread pools: the base
+location's transfers own the pools, a tenant's borrow them.
 
 No store is wrapped: a request is measured where it is sent (:mod:`s3kv.stores.hooks`),
-with the attempt its retry loop gave it. Loads and lookups share one presence cache, and
-retry no longer than a request's wait budget (``wait_seconds``): past it the request is
-recomputed anyway.
+with the attempt its retry loop gave it. Lookups retry no longer than a request's wait
+budget (``wait_seconds``): past it the request is recomputed anyway.
 
 The tier's requests wait less than the library's by default (:data:`TIER_TIMEOUTS`, unless
 the tier entry or the environment sets them): a request stuck on a stalled store holds a
@@ -37,7 +41,6 @@ from s3kv.stores import Store, open_store
 from s3kv.stores.base import RequestEvent
 from s3kv.transfers.lookup import PresenceCache
 from s3kv.transfers.uploader import Uploader
-from s3kv.vllm._loads import MeteredDownloader
 from s3kv.vllm._lookup import LOOKUP_THREADS, LookupDownloader
 from s3kv.vllm._metrics import TierMeter
 from s3kv.vllm._tenants import TenantIO, Tenants
@@ -57,7 +60,12 @@ def tier_settings(settings: S3Settings) -> S3Settings:
     return settings.model_copy(update=unset) if unset else settings
 
 
-def _vllm_version() -> str | None:
+RENEWAL_CONNECTIONS = 4
+"""Connections for renewals (copies) and the manifest's requests, beside the lookups'."""
+
+
+def vllm_version() -> str | None:
+    """The installed vLLM's version (recorded in the manifests the tier writes)."""
     found = installed_vllm()
     return found[1] if found is not None else None
 
@@ -67,12 +75,13 @@ class TierIO:
     store: Store
     """The store the client belongs to (closed last)."""
     uploader: Uploader
-    downloader: MeteredDownloader
     prober: LookupDownloader
     """Lookups' downloader: its own threads, so HEADs never queue behind loads."""
     usage: UsageTracker
     tenants: Tenants
     """The base location's transfers (those above) and each tenant's, made on first use."""
+    on_request: Callable[[RequestEvent], None]
+    """The store's request hook: the data path's requests are told to it too."""
 
 
 def open_tier_io(
@@ -91,11 +100,9 @@ def open_tier_io(
 ) -> TierIO:
     c = settings.concurrency
     lookup_threads = max(LOOKUP_THREADS, c // 4)
-    # One client for stores, loads, lookups and renewals; its pool holds all their requests.
-    # A store job keeps up to 2c blocks in flight (on a link with first-byte latency, a
-    # prompt's many small blocks are stored that much sooner); a load job of large blocks
-    # fills the pool with ranged parts (Store.plan_loads). ``max_connections`` caps it.
-    connections = 2 * c + lookup_threads
+    # Lookups, renewals and the manifest's requests; loads and stores have the data
+    # path's own client. ``max_connections`` caps each.
+    connections = lookup_threads + RENEWAL_CONNECTIONS
     if settings.max_connections is not None:
         connections = min(connections, settings.max_connections)
     pool = settings.model_copy(update={"concurrency": connections})
@@ -121,21 +128,19 @@ def open_tier_io(
 
     def transfers(where: Location, tenant: str | None = None,
                   base: TenantIO | None = None) -> TenantIO:
-        pools: dict[str, Any] = {"up": {}, "down": {}, "probe": {}}
+        pools: dict[str, Any] = {"up": {}, "probe": {}}
         if base is not None:  # a tenant's borrow the base location's pools
             pools = {"up": {"executor": base.uploader.executor},
-                     "down": {"executor": base.downloader.executor},
                      "probe": {"executor": base.prober.executor}}
         uploader = Uploader(
             where,
             namespace,
             concurrency=2 * c,
-            vllm_version=_vllm_version(),  # recorded in the manifest it creates
+            vllm_version=vllm_version(),  # recorded in the manifest it creates
             settings=settings,
             **pools["up"],
             **common,
         )
-        uploader.recheck_beside = True  # never a request on the dispatch thread
         prober = LookupDownloader(
             where,
             namespace,
@@ -146,28 +151,14 @@ def open_tier_io(
             **common,
         )
         prober.require_checksum = require_checksum
-        downloader = MeteredDownloader(
-            where,
-            namespace,
-            concurrency=c,
-            meter=meter,
-            presence_cache=presence,
-            damaged=uploader.damaged,
-            require_checksum=require_checksum,
-            settings=waiting,
-            **pools["down"],
-            **common,
-        )
-        return TenantIO(tenant, uploader, downloader, prober, read_only=read_only)
+        return TenantIO(tenant, uploader, prober, read_only=read_only)
 
     base = transfers(location)
-    downloader, prober = base.downloader, base.prober
-    assert isinstance(downloader, MeteredDownloader) and isinstance(prober, LookupDownloader)
     return TierIO(
         store=store,
         uploader=base.uploader,
-        downloader=downloader,
-        prober=prober,
+        prober=base.prober,
         usage=usage,
         tenants=Tenants(base, lambda t: transfers(location.for_tenant(t), t, base)),
+        on_request=on_request,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -56,9 +57,25 @@ def spec(**kwargs: Any) -> TieringOffloadingSpec:
     return TieringOffloadingSpec(offloading_config(**kwargs))
 
 
-def primary_view(chunks: int = 8, row_bytes: int = ROW_BYTES) -> tuple[memoryview, np.ndarray]:
-    """A page-aligned (anonymous mmap) int8 region shaped like vLLM's CPU primary tier."""
-    region = mmap.mmap(-1, chunks * row_bytes)
+def primary_view(chunks: int = 8, row_bytes: int = ROW_BYTES, *,
+                 shared: bool = True) -> tuple[memoryview, np.ndarray]:  # fmt: skip
+    """A page-aligned int8 region shaped like vLLM's CPU primary tier.
+
+    ``shared`` (the default): as vLLM's ``SharedOffloadRegion``, a ``MAP_SHARED`` file in
+    /dev/shm (unlinked at once: the mapping keeps it), so the tier runs its data path in
+    an I/O process that maps it too; else an anonymous mapping, which only this process
+    can reach (the tier runs it in-process)."""
+    nbytes = chunks * row_bytes
+    if shared:
+        fd, path = tempfile.mkstemp(prefix="s3kv-test-region-", dir="/dev/shm")
+        try:
+            os.unlink(path)
+            os.ftruncate(fd, nbytes)
+            region = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED)  # holds a descriptor
+        finally:
+            os.close(fd)
+    else:
+        region = mmap.mmap(-1, nbytes)
     array = np.frombuffer(region, dtype=np.int8).reshape(chunks, row_bytes)
     return memoryview(array), array
 
@@ -78,6 +95,16 @@ def s3_tier(view: memoryview, spec: TieringOffloadingSpec, **options: Any) -> An
     config = {"type": "S3TierManager", "module_path": "s3kv.vllm", "max_attempts": 2,
               "backoff_base_seconds": 0.01, **options}
     return SecondaryTierFactory.create_secondary_tier(config, view, spec)
+
+
+def data_path(tier: Any) -> Any:
+    """The tier's data path, where it runs in this process (``io_process="off"``)."""
+    return tier._runner.io.path
+
+
+def data_uploader(tier: Any, tenant: str | None = None) -> Any:
+    """The uploader that stores a tier's blocks (see :func:`data_path`)."""
+    return data_path(tier)._for(tenant)[0]
 
 
 def fs_tier(view: memoryview, spec: TieringOffloadingSpec, root: str) -> Any:

@@ -168,9 +168,9 @@ def test_the_breaker_stops_asking_a_failing_store_and_a_probe_finds_it_back(
 
 
 def test_the_manifest_check_never_holds_the_dispatch_thread(faulty: Any) -> None:
-    tier, proxy, switch, stored, _, rows = faulty(4, start=560)
+    tier, proxy, switch, stored, _, rows = faulty(4, start=560, io_process="off")
     switch.fault = lambda r: "stall" if r.path.endswith("/config.json") else None
-    up = tier.uploader
+    up = h.data_uploader(tier)
     up.manifest_recheck_seconds = 0.0  # due before every store job
     for i in range(4):
         fresh = h.keys(2, start=3000 + 10 * i)

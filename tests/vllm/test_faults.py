@@ -16,9 +16,10 @@ pytestmark = pytest.mark.vllm
 SENTINEL = 0x5A
 
 
-# botocore hooks inject these faults, so these tiers use boto3's data path; the awscrt
-# path is faulted on the wire (test_wire_faults_on_the_awscrt_path, below).
-HOOKED = {"data_path": "botocore"}
+# botocore hooks inject these faults, so these tiers use boto3's data path, in this process
+# (the hooks are on the data path's client); the awscrt path, in the I/O process too, is
+# faulted on the wire (tests/vllm/test_wire_faults.py).
+HOOKED = {"data_path": "botocore", "io_process": "off"}
 
 
 def _stored(
@@ -59,7 +60,7 @@ def _load_fails_for(tier: Any, array: np.ndarray, ks: list[Any], bad: set[int]) 
 def test_throttled_load_fails_only_that_key(make_tier: Any) -> None:
     tier, array, ks = _stored(make_tier, 4, start=100)
     target = _key(tier, ks[1])
-    faults = Faults(tier.store.client,
+    faults = Faults(h.data_path(tier).store.client,
                     lambda op, key, n: "503" if op == "GetObject" and key == target else None)
     _load_fails_for(tier, array, ks, bad={1})
     assert {(op, key) for op, key, _ in faults.injected} == {("GetObject", target)}
@@ -67,7 +68,8 @@ def test_throttled_load_fails_only_that_key(make_tier: Any) -> None:
 
 def test_throttling_that_clears_is_retried(make_tier: Any) -> None:
     tier, array, ks = _stored(make_tier, 4, start=110)
-    Faults(tier.store.client, lambda op, key, n: "503" if op == "GetObject" and n == 1 else None)
+    Faults(h.data_path(tier).store.client,
+           lambda op, key, n: "503" if op == "GetObject" and n == 1 else None)
     result = h.run(tier, h.job(ks, range(4, 8), load=True))
     assert result.success
     assert np.array_equal(array[4:8], array[0:4])
@@ -81,7 +83,7 @@ def test_throttled_store_fails_and_writes_only_the_others(
     ks = h.keys(4, start=120)
     h.fill(array, range(4), seed=120)
     target = _key(tier, ks[2])
-    Faults(tier.store.client,
+    Faults(h.data_path(tier).store.client,
            lambda op, key, n: "503" if op == "PutObject" and key == target else None)
     result = h.run(tier, h.job(ks, range(4), load=False))
     assert not result.success
@@ -93,7 +95,7 @@ def test_throttled_store_fails_and_writes_only_the_others(
 def test_dropped_connection_fails_only_that_key(make_tier: Any) -> None:
     tier, array, ks = _stored(make_tier, 4, start=130)
     target = _key(tier, ks[0])
-    Faults(tier.store.client,
+    Faults(h.data_path(tier).store.client,
            lambda op, key, n: "reset" if op == "GetObject" and key == target else None)
     _load_fails_for(tier, array, ks, bad={0})
 
@@ -101,7 +103,8 @@ def test_dropped_connection_fails_only_that_key(make_tier: Any) -> None:
 def test_connection_cut_mid_body_leaves_no_partial_row(make_tier: Any) -> None:
     tier, array, ks = _stored(make_tier, 4, start=140)
     target = _key(tier, ks[3])
-    cut = BodyReset(tier.store.client, lambda key, n: key == target, after=h.ROW_BYTES // 3)
+    cut = BodyReset(h.data_path(tier).store.client, lambda key, n: key == target,
+                    after=h.ROW_BYTES // 3)
     _load_fails_for(tier, array, ks, bad={3})
     assert cut.cuts >= 1
     assert not array[7].any()  # a third of the block arrived and was wiped

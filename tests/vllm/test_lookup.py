@@ -67,7 +67,7 @@ def test_the_boundary_is_exact(make_tier: Any, s3_client: Any, bucket: str, stor
 
 def test_keys_this_tier_stored_cost_no_request(make_tier: Any) -> None:
     tier, array = _tier(make_tier)
-    tier.downloader.presence.absent_ttl_seconds = 60.0  # a slow host must not expire them
+    tier.prober.presence.absent_ttl_seconds = 60.0  # a slow host must not expire them
     chain = h.keys(8, start=3000)
     h.fill(array, range(6), seed=4)
     assert h.run(tier, h.job(chain[:6], range(6), load=False)).success
@@ -91,7 +91,7 @@ def test_a_hole_fails_only_its_load_and_is_remembered_absent(make_tier: Any) -> 
     assert h.run(writer, h.job([chain[i] for i in stored], stored, load=False)).success
 
     tier, rows = _tier(make_tier, rows=128)  # another engine: cold caches
-    tier.downloader.presence.absent_ttl_seconds = 60.0
+    tier.prober.presence.absent_ttl_seconds = 60.0
     m = tier._lookup_manager
     (got,) = verdicts(tier, {"r": chain}).values()
     assert got.hits == 40  # the hole is claimed present: the search never saw it

@@ -75,21 +75,22 @@ def test_shutdown_keeps_the_rows_while_the_transport_still_holds_requests(
     array = np.frombuffer(region, dtype=np.int8).reshape(8, h.ROW_BYTES)
     view = memoryview(array)
     tier = h.s3_tier(view, h.spec(), url=f"s3://{bucket}/kv", endpoint_url=moto_server,
-                     data_path="crt")
+                     data_path="crt", io_process="off")  # the data path in this process
     asked: list[float] = []
+    store = h.data_path(tier).store
 
     def still_held(timeout: float) -> bool:
         asked.append(timeout)
         return False
 
-    tier._runner._quiesce = still_held
+    real_quiesce, store.quiesce = store.quiesce, still_held
     h.fill(array, range(2), seed=3)
     assert h.run(tier, h.job(h.keys(2, start=90), [0, 1], load=False)).success
     tier.shutdown()
     assert asked and asked[0] > 0
     assert "still holds" in caplog.text
-    assert len(tier._runner._rows) == 8 * h.ROW_BYTES  # not released: still a live view
-    assert tier.store.quiesce(5.0)  # the real transport lets go once its requests shut down
+    assert h.data_path(tier)._rows.row(7).nbytes == h.ROW_BYTES  # not released: a live view
+    assert real_quiesce(5.0)  # the real transport lets go once its requests shut down
     view.release()
     del array
     with pytest.raises(BufferError):

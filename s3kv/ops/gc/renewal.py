@@ -47,6 +47,7 @@ from s3kv.errors import (
     AccessDeniedError,
     ObjectNotFoundError,
     S3KVError,
+    StorePausedError,
     TransientStoreError,
 )
 from s3kv.integrity import Checksum
@@ -253,7 +254,7 @@ class Renewer:
         token = ATTEMPT.set(task.attempts + 1)  # the attempt its requests report
         try:
             if ask.retag_only:
-                self._retag(task.key)
+                self._retag(task.key, queued=True)
             else:
                 self._renew(task.key, ask)
             self.queue.succeeded()
@@ -368,40 +369,51 @@ class Renewer:
         finally:
             self._learning = False
 
-    def _retag(self, key: str) -> None:
-        """Put the block tag back; on failure remember the key (re-tagged at next use)."""
+    def _retag(self, key: str, *, queued: bool = False) -> None:
+        """Put the block tag back; on failure remember the key (re-tagged at next use).
+        ``queued``: a re-tag of its own in the queue (not part of a renewal), which a
+        paused store makes wait, not fail."""
         try:
             self.store.put_tags(key, self.tags)
         except AccessDeniedError:
             raise
+        except StorePausedError:
+            if queued:  # nothing was sent: the queue waits for the pause and tries again
+                raise
+            self._untag(key, "not sent: the store is paused")
+            return
         except ObjectNotFoundError:  # gone meanwhile: nothing left to tag
             with self._lock:
                 self._untagged.pop(key, None)
             return
         except S3KVError as exc:
-            self._count("retag_failed")
-            with self._lock:
-                self._untagged[key] = None
-                while len(self._untagged) > MAX_SEEN:
-                    self._untagged.popitem(last=False)
-                now, count = time.monotonic(), len(self._untagged)
-                tell = now - self._retag_logged >= RETAG_LOG_SECONDS
-                if tell:
-                    self._retag_logged = now
-            if tell:
-                logger.warning(
-                    "s3kv renewal: re-tagging %s failed (%s): the lifecycle rule cannot see "
-                    "it until it is re-tagged at its next use; %d block(s) wait for that "
-                    "('s3kv verify --tags' lists them, 's3kv repair --tags' fixes them)",
-                    key,
-                    exc,
-                    count,
-                )
+            self._untag(key, str(exc))
             return
         with self._lock:
             was_untagged = self._untagged.pop(key, 0) is None
         if was_untagged:
             self._count("retagged")
+
+    def _untag(self, key: str, why: str) -> None:
+        """A re-tag failed: counted, remembered for the next use, logged now and then."""
+        self._count("retag_failed")
+        with self._lock:
+            self._untagged[key] = None
+            while len(self._untagged) > MAX_SEEN:
+                self._untagged.popitem(last=False)
+            now, count = time.monotonic(), len(self._untagged)
+            tell = now - self._retag_logged >= RETAG_LOG_SECONDS
+            if tell:
+                self._retag_logged = now
+        if tell:
+            logger.warning(
+                "s3kv renewal: re-tagging %s failed (%s): the lifecycle rule cannot see "
+                "it until it is re-tagged at its next use; %d block(s) wait for that "
+                "('s3kv verify --tags' lists them, 's3kv repair --tags' fixes them)",
+                key,
+                why,
+                count,
+            )
 
     def _disable(self, why: str) -> None:
         with self._lock:
