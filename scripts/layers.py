@@ -30,7 +30,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("keys and namespaces", ("s3kv.naming",)),
     ("stores", ("s3kv.stores",)),
     ("listings and transfers", ("s3kv.transfers",)),
-    ("operations on a location", ("s3kv.ops",)),
+    ("operations on a location, the tier's data path", ("s3kv.ops", "s3kv.worker")),
     ("front ends", ("s3kv.cli", "s3kv.vllm")),
 ]
 
