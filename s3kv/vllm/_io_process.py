@@ -8,7 +8,10 @@ refuses to start without the process; ``off`` never starts one. The tier says on
 start, which mode it runs in and why.
 
 :class:`IoProcess` is EngineCore's side of the process, and never blocks the scheduler:
-an order is one socket write, and :meth:`IoProcess.poll` reads what has arrived. It
+an order is one socket write, and :meth:`IoProcess.poll` reads what has arrived, only
+when the process rang its :class:`~s3kv.worker.doorbell.Doorbell` (or every
+:data:`LOOK_SECONDS`, for the end of its stream): vLLM polls on every scheduler step,
+and a system call per step would starve EngineCore's other threads of the GIL. It
 watches the process: a process that ends (end of file on its socket), stops answering
 (no answer to a ping within :data:`HUNG_SECONDS` while it holds jobs) or keeps a job
 past the job's own bound is killed and confirmed dead (``waitpid``) before its jobs
@@ -38,6 +41,7 @@ from typing import Literal, Protocol
 from s3kv.errors import InvalidInputError, S3KVError
 from s3kv.worker.channel import Channel, ChannelClosed
 from s3kv.worker.datapath import DataPath
+from s3kv.worker.doorbell import Doorbell
 from s3kv.worker.orders import CANCEL_ALL, PING, SHUTDOWN, Hello, Order, PathConfig, Ready, Reply
 from s3kv.worker.region import RegionPlan, RegionUnshareable, Rows, plan_region
 
@@ -61,6 +65,9 @@ MAX_BACKOFF_SECONDS = 30.0
 HEALTHY_SECONDS = 60.0
 """A process that ran this long resets the backoff: its successor starts at once."""
 KILL_WAIT_SECONDS = 10.0
+LOOK_SECONDS = 0.05
+"""With the doorbell silent, how often the socket is read anyway (a process that ended
+says so only there, by the end of its stream)."""
 
 
 class Io(Protocol):
@@ -142,6 +149,8 @@ class IoProcess:
         self._answer_by: dict[int, float] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: Channel | None = None
+        self._doorbell: Doorbell | None = None
+        self._look_at = 0.0
         self._ready = False
         self._heard = self._pinged = 0.0
         self._up_since = 0.0
@@ -163,8 +172,9 @@ class IoProcess:
 
     def _spawn(self) -> None:
         ours, theirs = socket.socketpair()
+        doorbell = Doorbell()
         command = [sys.executable, "-m", "s3kv.worker", "--socket", str(theirs.fileno()),
-                   "--parent", str(os.getpid())]  # fmt: skip
+                   "--doorbell", str(doorbell.fd), "--parent", str(os.getpid())]  # fmt: skip
         if threading.current_thread() is threading.main_thread():
             command.append("--pdeathsig")  # the signal follows the thread that started it
         env = dict(os.environ)
@@ -172,13 +182,17 @@ class IoProcess:
         env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
             self._proc = subprocess.Popen(
-                command, pass_fds=(theirs.fileno(), *self._plan.fds), close_fds=True,
-                stdin=subprocess.DEVNULL, env=env,
+                command, pass_fds=(theirs.fileno(), doorbell.fd, *self._plan.fds),
+                close_fds=True, stdin=subprocess.DEVNULL, env=env,
             )  # fmt: skip
+        except BaseException:
+            doorbell.close()
+            ours.close()
+            raise
         finally:
             theirs.close()
         ours.setblocking(False)
-        self._channel = Channel(ours)
+        self._channel, self._doorbell = Channel(ours), doorbell
         self._ready = False
         self._heard = self._up_since = time.monotonic()
         self._pinged = 0.0
@@ -202,8 +216,8 @@ class IoProcess:
 
     def _bury(self, why: str) -> list[Reply]:
         """Kill the process, wait for it to be gone, and fail its jobs."""
-        proc, channel = self._proc, self._channel
-        self._proc = self._channel = None
+        proc, channel, doorbell = self._proc, self._channel, self._doorbell
+        self._proc = self._channel = self._doorbell = None
         if proc is not None:
             try:
                 proc.kill()
@@ -221,6 +235,8 @@ class IoProcess:
                 why = f"exited with status {code}"
         if channel is not None:
             channel.close()
+        if doorbell is not None:
+            doorbell.close()
         failed = [Reply(job_id, None, f"the I/O process {why}; the job did not finish")
                   for job_id in self._answer_by]  # fmt: skip
         self._answer_by.clear()
@@ -288,11 +304,17 @@ class IoProcess:
 
     def poll(self, timeout: float = 0.0) -> list[Reply]:
         with self._lock:
-            channel = self._channel
-            if channel is not None and timeout > 0 and not channel.pending_bytes:
-                channel.readable(timeout)
-            replies = self._read()
+            channel, doorbell = self._channel, self._doorbell
             now = time.monotonic()
+            replies: list[Reply] = []
+            if channel is not None and doorbell is not None and (
+                timeout > 0 or channel.pending_bytes or doorbell.rang() or now >= self._look_at
+            ):
+                if timeout > 0 and not channel.pending_bytes:
+                    channel.readable(timeout)
+                replies = self._read()
+                now = time.monotonic()
+                self._look_at = now + LOOK_SECONDS
             if self._channel is not None and self._answer_by:
                 late = min(self._answer_by.values()) < now
                 if late:
@@ -334,7 +356,9 @@ class IoProcess:
             clean = True
         if channel is not None:
             channel.close()
-        self._proc = self._channel = None
+        if self._doorbell is not None:
+            self._doorbell.close()
+        self._proc = self._channel = self._doorbell = None
         self._answer_by.clear()
         self._plan.close()
         return clean

@@ -198,6 +198,7 @@ class S3TierManager(TenantRouting, SecondaryTierManager):  # type: ignore[misc]
         path = PathConfig(
             location.url, self.namespace, self.settings, style, self.settings.concurrency,
             self._budget.seconds, self.block_size_bytes, require_checksum, vllm_version(),
+            self.uploader.manifest_recheck_seconds,
         )  # fmt: skip
         data_path, why = open_io(path, primary_kv_view, io_process)
         self._runner = JobRunner(data_path, on_finished=self._remember,

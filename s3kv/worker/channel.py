@@ -7,7 +7,9 @@ pickle is no trust boundary here.
 
 EngineCore's end never blocks (:meth:`Channel.send` keeps what the socket cannot take
 yet and sends it with the next call; :meth:`Channel.receive` takes what has arrived);
-the worker's end may (its own threads wait, not the engine's).
+the worker's end may (its own threads wait, not the engine's), and rings a
+:class:`~s3kv.worker.doorbell.Doorbell` after each piece it sends, so that EngineCore
+reads its socket only when something came.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import socket
 import struct
 import threading
 
+from s3kv.worker.doorbell import Doorbell
+
 _LENGTH = struct.Struct("!Q")
 MAX_FRAME_BYTES = 1 << 30
 """A frame longer than this is a broken stream, not a message."""
-_READ_BYTES = 1 << 20
+_READ_BYTES = 1 << 18
 
 
 class ChannelClosed(EOFError):
@@ -31,10 +35,12 @@ class ChannelClosed(EOFError):
 class Channel:
     """One end of the socket pair (see the module)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, doorbell: Doorbell | None = None) -> None:
         self.sock = sock
+        self._doorbell = doorbell
         self._inbox = bytearray()
         self._outbox = bytearray()
+        self._buffer = bytearray(_READ_BYTES)
         self._sending = threading.Lock()
 
     def fileno(self) -> int:
@@ -69,6 +75,8 @@ class Channel:
             except OSError as exc:
                 raise ChannelClosed(f"the socket broke: {exc}") from None
             del self._outbox[:sent]
+            if self._doorbell is not None and sent:
+                self._doorbell.ring()  # a piece at a time: a long message never waits
         return True
 
     # -- receiving ----------------------------------------------------------------------
@@ -84,16 +92,16 @@ class Channel:
         closed = False
         while True:
             try:
-                chunk = self.sock.recv(_READ_BYTES)
+                got = self.sock.recv_into(self._buffer)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
                 raise ChannelClosed(f"the socket broke: {exc}") from None
-            if not chunk:
+            if not got:
                 closed = True
                 break
-            self._inbox += chunk
-            if self.sock.getblocking() and len(chunk) < _READ_BYTES:
+            self._inbox += memoryview(self._buffer)[:got]
+            if self.sock.getblocking() and got < _READ_BYTES:
                 break  # a blocking socket would wait here for more
         messages = self._frames()
         if closed and not messages:

@@ -144,6 +144,7 @@ class DataPath:
                             store=self.store, concurrency=2 * c,
                             vllm_version=config.vllm_version, **pools["up"])  # fmt: skip
         uploader.recheck_beside = True  # never a request on the thread that submits
+        uploader.manifest_recheck_seconds = config.manifest_recheck_seconds
         uploader.on_write_refused = lambda exc: self._notes.append(
             Note("write_refused", detail=str(exc))
         )

@@ -1,8 +1,9 @@
-"""The I/O process: ``python -m s3kv.worker --socket FD --parent PID``.
+"""The I/O process: ``python -m s3kv.worker --socket FD --doorbell FD --parent PID``.
 
 Started by the tier with fork+exec (``subprocess``; never a fork of EngineCore, which has
 threads, and awscrt does not survive a fork), handed one end of a socket pair and a
-descriptor of each file behind the primary tier's rows (``pass_fds``). Its first message
+descriptor of each file behind the primary tier's rows (``pass_fds``), and a
+:class:`~s3kv.worker.doorbell.Doorbell` it rings with every message. Its first message
 (:class:`~s3kv.worker.orders.Hello`) says what to map and run; it answers
 :class:`~s3kv.worker.orders.Ready` (or why it cannot), then runs the orders it is sent on
 a :class:`~s3kv.worker.datapath.DataPath` and sends each job's reply from a thread of
@@ -31,6 +32,7 @@ import threading
 
 from s3kv.worker.channel import Channel, ChannelClosed
 from s3kv.worker.datapath import DataPath
+from s3kv.worker.doorbell import Doorbell
 from s3kv.worker.orders import CANCEL_ALL, PING, PONG, SHUTDOWN, Hello, Order, Ready
 from s3kv.worker.region import map_region
 
@@ -140,6 +142,8 @@ def _start(channel: Channel, hello: object,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m s3kv.worker", description=__doc__)
     parser.add_argument("--socket", type=int, required=True, help="descriptor of the socket")
+    parser.add_argument("--doorbell", type=int, required=True,
+                        help="descriptor of the doorbell rung with every message sent")
     parser.add_argument("--parent", type=int, required=True, help="the engine's process id")
     parser.add_argument("--pdeathsig", action="store_true",
                         help="also end by PR_SET_PDEATHSIG (started from a main thread)")
@@ -148,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     watch = _die_with_parent(args.parent, pdeathsig=args.pdeathsig)
     sock = socket.socket(fileno=args.socket)
     sock.setblocking(True)
-    code = serve(Channel(sock), args.parent, watch)
+    code = serve(Channel(sock, Doorbell(args.doorbell)), args.parent, watch)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # awscrt's threads end with the process, not by teardown

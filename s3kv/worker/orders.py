@@ -20,6 +20,7 @@ from s3kv.naming.namespace import Namespace
 from s3kv.report import TransferReport
 from s3kv.settings import S3Settings
 from s3kv.stores.base import RequestEvent
+from s3kv.transfers.uploader import MANIFEST_RECHECK_SECONDS
 
 NoteKind = Literal["damaged", "unverified", "unverified_refused", "write_refused"]
 
@@ -40,6 +41,8 @@ class PathConfig:
     row_bytes: int
     require_checksum: bool = False
     vllm_version: str | None = None
+    manifest_recheck_seconds: float = MANIFEST_RECHECK_SECONDS
+    """How often a store looks for the manifest again (EngineCore's uploader's)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,8 @@ class Day:
     hit_seconds: float = 0.0
     resumed: dict[str, float] = field(default_factory=dict)
     """Seconds from the store's return to the end of the first step that hit in full."""
+    manifest_looks: int = 0
+    """Requests for the manifest that met its stall (the re-check ran in that phase)."""
     log: str = ""
     wall_seconds: float = 0.0
     error: str = ""
@@ -155,10 +157,12 @@ def _live(out: Day, proxy: PhasedProxy, job: dict[str, Any], env: dict[str, str]
         back("refuse")
 
         baseline("manifest-stall")
-        proxy.set_phase("manifest-stall")
+        stalled_from = proxy.set_phase("manifest-stall")
         for names in (["new"], ["P1"], ["new"], ["P2"]):
             step("manifest-stall", names)
             time.sleep(1.0)  # a store job finds the manifest's re-check due
+        out.manifest_looks = len([r for r in proxy.seen() if r.at >= stalled_from
+                                  and r.path.endswith("/config.json")])
 
         proxy.set_phase("healthy")
         baseline("slow")
@@ -219,6 +223,9 @@ def test_a_stalled_manifest_costs_hits_nothing(day: Day) -> None:
     # Loaded in full: a hit that waited on the manifest (its look stalls until the phase
     # ends) would have run out its budget and been recomputed (cached 0).
     assert hits and all(s.results[0]["num_cached_tokens"] == PROMPT_TOKENS for s in hits)
+    # the re-check ran into the stall (the I/O process's uploader re-checks as often as
+    # the engine's: the job's 2 s)
+    assert day.manifest_looks >= 1, _summary(day)
     # And none took a whole budget's wait on top of a recompute (before issue 40 such
     # hits took 60 s). Not the recompute + 1 s this once asserted: at load 4 a hit loaded
     # in full took 2.14 s against a 1.14 s recompute, the engine's own time varying.

@@ -26,7 +26,8 @@ import pytest
 from vllm.v1.kv_offload.base import LookupResult
 
 from s3kv.errors import InvalidInputError
-from s3kv.vllm._io_process import HUNG_SECONDS, IoProcessError
+from s3kv.vllm._io_process import HUNG_SECONDS, LOOK_SECONDS, IoProcessError
+from s3kv.worker.channel import Channel
 from tests.faults.proxy import FaultProxy, Request
 from tests.vllm import harness as h
 
@@ -154,6 +155,36 @@ def test_io_process_on_refuses_rows_it_cannot_share_and_off_never_starts_one(
     assert make_tier(view, h.spec(), io_process="off").io_mode == "in-process"
     with pytest.raises(InvalidInputError, match="io_process 'sometimes' is not one of"):
         make_tier(view, h.spec(), io_process="sometimes")
+
+
+def test_polling_reads_the_socket_only_when_the_process_rang(
+    make_tier: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM calls get_finished_jobs on every scheduler step; a socket read per step
+    released the GIL that often, and EngineCore's lookup threads starved (a real
+    engine's new prompts waited out the whole 2.5 s budget)."""
+    view, array = h.primary_view()
+    tier = make_tier(view, h.spec())
+    reads = 0
+    receive = Channel.receive
+
+    def counted(self: Channel) -> list[object]:
+        nonlocal reads
+        reads += 1
+        return receive(self)
+
+    monkeypatch.setattr(Channel, "receive", counted)
+    started, polls = time.monotonic(), 0
+    while time.monotonic() - started < 0.5:
+        assert tier.get_finished_jobs() == []
+        polls += 1
+    assert polls > 1000 and reads <= 0.5 / LOOK_SECONDS + 2, (polls, reads)
+    # a reply rings: it is read at the next poll, not at the next look
+    ks = h.keys(2, start=9050)
+    h.fill(array, range(2), seed=5)
+    tier.submit_store(h.job(ks, range(2), load=False))
+    (result,) = h.wait_finished(tier, timeout=10)
+    assert result.success
 
 
 # -- faults ---------------------------------------------------------------------------------
