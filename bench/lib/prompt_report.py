@@ -99,17 +99,26 @@ def stores(doc: dict[str, Any]) -> str:
 
 
 def cpu(doc: dict[str, Any]) -> str:
-    """Client CPU seconds per GiB moved, store and load (medians)."""
+    """Client CPU seconds per GiB moved, store and load (medians). s3kv's counts its I/O
+    process with EngineCore's; the share spent in EngineCore's own process follows in
+    parentheses (vLLM's obj tier runs all of it there)."""
     rows = doc["rows"]
     crts = ceilings(rows)[:1]
-    out = ["| link | prompt | block | store: s3kv | store: vLLM obj | load: s3kv "
-           "| load: vLLM obj |" + "".join(f" load: {c} |" for c in crts),
+    out = ["| link | prompt | block | store: s3kv (in EngineCore) | store: vLLM obj "
+           "| load: s3kv (in EngineCore) | load: vLLM obj |"
+           + "".join(f" load: {c} |" for c in crts),
            "|---|--:|---|--:|--:|--:|--:|" + "--:|" * len(crts)]
     two = lambda v: f"{v:.2f}"  # noqa: E731
+
+    def tier_cell(row: dict[str, Any] | None, what: str) -> str:
+        text = cell(row, f"{what}_cpu_s_per_gib", two, spread=False)
+        if row is not None and row.get("io_process") and f"{what}_engine_cpu_s_per_gib" in row:
+            text += f" ({row[f'{what}_engine_cpu_s_per_gib']:.2f})"
+        return text
+
     for link, prompt, _, by in cases(rows):
         any_row = next(iter(by.values()))
-        cells = [cell(by.get(t), f"{w}_cpu_s_per_gib", two, spread=False)
-                 for w in ("store", "load") for t in TIERS]
+        cells = [tier_cell(by.get(t), w) for w in ("store", "load") for t in TIERS]
         cells += [cell(by.get(c), "load_cpu_s_per_gib", two, spread=False) for c in crts]
         out.append(f"| {link} | {prompt:,} | {block(any_row)} | " + " | ".join(cells) + " |")
     return "\n".join(out + _legend(doc))

@@ -70,13 +70,51 @@ class Unit:
         self.timer = Timer()
         self.seconds: dict[str, list[float]] = {"store": [], "load": []}
         self.cpu: dict[str, list[float]] = {"store": [], "load": []}
+        """The client's CPU per GiB: EngineCore's process and, for s3kv's tier, its I/O
+        process together; ``engine_cpu`` holds EngineCore's own share."""
+        self.engine_cpu: dict[str, list[float]] = {"store": [], "load": []}
         self.requests: dict[str, dict[str, int]] = {}
         self.loop: list[engine.Steps] = []
         """The stand-in EngineCore loop beside each load (bench/lib/engine_loop.py)."""
+        self.io_process: dict[str, float] | None = None
+        """s3kv's I/O process after the last load (:func:`io_process_memory`)."""
 
-    def add(self, what: str, seconds: float, cpu_seconds: float, gib: float) -> None:
+    def add(self, what: str, seconds: float, cpu_seconds: float, gib: float,
+            engine_cpu_seconds: float | None = None) -> None:
         self.seconds[what].append(seconds)
         self.cpu[what].append(cpu_seconds / gib)
+        if engine_cpu_seconds is not None:
+            self.engine_cpu[what].append(engine_cpu_seconds / gib)
+
+
+def io_process_pid(tier: Any) -> int | None:
+    """The pid of s3kv's I/O process behind ``tier``, when it runs one."""
+    io = getattr(getattr(tier, "_runner", None), "io", None)
+    return getattr(io, "pid", None)
+
+
+def process_cpu_seconds(pid: int | None) -> float:
+    """User and system CPU a live process has used (0 for None)."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def io_process_memory(pid: int | None) -> dict[str, float] | None:
+    """What s3kv's I/O process holds of its own (MiB of anonymous memory, threads): the
+    rows it maps are vLLM's region, shared, not counted."""
+    if pid is None:
+        return None
+    status = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            status[name] = value.split()
+    return {"rss_anon_mib": round(int(status["RssAnon"][0]) / 1024, 1),
+            "rss_file_mib": round(int(status["RssFile"][0]) / 1024, 1),
+            "threads": int(status["Threads"][0])}
 
 
 class Case:
@@ -171,13 +209,17 @@ class Case:
         ks = h.keys(n, start=next(_key_seeds) * 100_000)
         ctx = lookup_absent(timer, tier, ks, f"prompt-{unit.name}-{r}")
         before = link.requests()
-        unit.add("store", *self._job(unit, tier.submit_store, "submit_store",
-                                     h.job(ks, range(n), load=False, req=ctx.req_id)), self.gib)
+        seconds, cpu, engine_cpu = self._job(unit, tier.submit_store, "submit_store",
+                                             h.job(ks, range(n), load=False, req=ctx.req_id))
+        unit.add("store", seconds, cpu, self.gib, engine_cpu)
         middle = link.requests()
         self.rows[n:] = 0
-        unit.add("load", *self._job(unit, tier.submit_load, "submit_load",
-                                    h.job(ks, range(n, 2 * n), load=True, req=ctx.req_id)),
-                 self.gib)
+        seconds, cpu, engine_cpu = self._job(unit, tier.submit_load, "submit_load",
+                                             h.job(ks, range(n, 2 * n), load=True,
+                                                   req=ctx.req_id))
+        unit.add("load", seconds, cpu, self.gib, engine_cpu)
+        if (pid := io_process_pid(tier)) is not None:
+            unit.io_process = io_process_memory(pid)
         after = link.requests()
         if not np.array_equal(self.rows[n:], self.rows[:n]):
             raise RuntimeError(f"{unit.name} on {link.name}: the loaded bytes differ from "
@@ -202,11 +244,15 @@ class Case:
             link.collect_garbage()
 
     def _job(self, unit: Unit, submit: Callable[[Any], None], name: str,
-             job: Any) -> tuple[float, float]:
+             job: Any) -> tuple[float, float, float]:
         """Submit a job and step the stand-in EngineCore loop until it returns: each step
         does the loop's Python work, waits as for the model, then polls the tier, as
-        vLLM's scheduler does. The loop's own work is left out of the job's CPU."""
+        vLLM's scheduler does. Seconds, the client's CPU (this process's and the tier's
+        I/O process's, if it runs one) and this process's alone; the loop's own work is
+        left out of both."""
         tier, timer = unit.thing, unit.timer
+        worker = io_process_pid(tier)
+        w0 = process_cpu_seconds(worker)
         c0, t0 = time.process_time(), time.perf_counter()
         timer(name, submit, job)
         finished: list[Any] = []
@@ -217,12 +263,13 @@ class Case:
 
         steps = engine.run_until(poll)
         seconds = time.perf_counter() - t0
-        cpu = time.process_time() - c0 - steps.work_cpu_seconds
+        engine_cpu = time.process_time() - c0 - steps.work_cpu_seconds
+        cpu = engine_cpu + process_cpu_seconds(worker) - w0
         if [d.job_id for d in finished] != [job.job_id] or not finished[0].success:
             raise RuntimeError(f"{unit.name} on {self.link.name}: {name} returned {finished}")
         if name == "submit_load":
             unit.loop.append(steps)
-        return seconds, cpu
+        return seconds, cpu, engine_cpu
 
     # -- results ------------------------------------------------------------------------
 
@@ -251,6 +298,10 @@ class Case:
                 })
                 samples[f"{what}_s"] = seconds
                 samples[f"{what}_cpu_s_per_gib"] = cpu
+                if unit.engine_cpu[what]:
+                    row[f"{what}_engine_cpu_s_per_gib"] = statistics.median(unit.engine_cpu[what])
+            if unit.io_process is not None:
+                row["io_process"] = unit.io_process
             if unit.kind == "tier":
                 row["calls_us"] = {
                     name: {"n": len(s), "p50": pct(s, 0.5), "p99": pct(s, 0.99), "max": max(s)}
