@@ -12,6 +12,7 @@ the process). Where the rows are not a shareable file mapping, the same
     orders     the messages: an order per job, a reply per job (its report, what its
                requests answered, what its loads found)
     channel    frames of those messages over a socket (no message lost or torn)
+    doorbell   a counter both processes map: EngineCore reads only when it rang
     region     the rows' file mapping: found in the engine's /proc, mapped in the worker
     loads      the tier's rules for what a load meets (bad checksums, no checksum)
     datapath   runs orders against rows: uploads and downloads of s3kv.transfers

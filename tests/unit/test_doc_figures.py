@@ -41,6 +41,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("docs/benchmarks.md", "2x"): "RGW's memstore holds about twice the stored bytes: sizing",
     ("docs/operations.md", "30.0 MiB/s"): "an example of the progress line's format, not a "
     "measurement",
+    ("docs/vllm-tier.md", "50 ms"): "how often the tier reads its I/O process's socket "
+    "when the doorbell is silent: a setting (LOOK_SECONDS)",
+    ("docs/vllm-tier.md", "0.5 s"): "the I/O process's first restart backoff: a setting "
+    "(FIRST_BACKOFF_SECONDS)",
 }
 
 
