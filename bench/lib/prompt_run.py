@@ -269,9 +269,11 @@ class Case:
         steps = engine.run_until(poll)
         seconds = time.perf_counter() - t0
         engine_cpu = time.process_time() - c0 - steps.work_cpu_seconds
-        cpu = engine_cpu + process_cpu_seconds(worker) - w0
         if [d.job_id for d in finished] != [job.job_id] or not finished[0].success:
-            raise RuntimeError(f"{unit.name} on {self.link.name}: {name} returned {finished}")
+            reason = "; ".join(str(d.job_id) for d in finished)
+            raise RuntimeError(f"{unit.name} on {self.link.name}: {name} of job {job.job_id} "
+                               f"failed (finished: {reason or 'none'}); the tier's log says why")
+        cpu = engine_cpu + process_cpu_seconds(worker) - w0  # the same process throughout
         if name == "submit_load":
             unit.loop.append(steps)
         return seconds, cpu, engine_cpu

@@ -86,12 +86,21 @@ def _logging(level: int) -> None:
 
 
 def serve(channel: Channel, parent: int, watch: int | None) -> int:
-    """Take the hello, then run orders until told to stop or the engine is gone."""
+    """Take the hello, then run orders until told to stop or the engine is gone.
+
+    This loop only reads: it answers a ping at once and hands everything else, in order,
+    to a thread of its own (:func:`_dispatch`). Starting a job can take seconds (a store
+    of large blocks is hashed before its requests go out, on a store that echoes no
+    checksum), and a ping unanswered for that long would have the engine kill a process
+    that is only busy."""
     waits: list[int | socket.socket] = [channel.sock] + ([watch] if watch is not None else [])
     timeout = None if watch is not None else PARENT_POLL_SECONDS
     pending: list[object] = []
     path: DataPath | None = None
     outgoing: queue.SimpleQueue[object] = queue.SimpleQueue()
+    orders: queue.SimpleQueue[object] = queue.SimpleQueue()
+    ended: list[int] = []
+    dispatcher: threading.Thread | None = None
     while True:
         ready, _, _ = select.select(waits, [], [], timeout)
         if (watch is not None and watch in ready) or os.getppid() != parent:
@@ -108,17 +117,36 @@ def serve(channel: Channel, parent: int, watch: int | None) -> int:
                 path = _start(channel, message, outgoing)
                 if path is None:
                     return 2
-            elif isinstance(message, Order):
-                path.submit(message)
-            elif message == CANCEL_ALL:
-                path.cancel_all()
+                dispatcher = threading.Thread(
+                    target=_dispatch, args=(path, orders, outgoing, ended),
+                    name="s3kv-io-dispatch", daemon=True,
+                )  # fmt: skip
+                dispatcher.start()
             elif isinstance(message, tuple) and message[0] == PING:
                 outgoing.put((PONG, message[1]))  # behind the replies queued before it
-            elif isinstance(message, tuple) and message[0] == SHUTDOWN:
-                clean = path.shutdown(float(message[1]))
-                outgoing.put(None)
-                logging.shutdown()
-                return 0 if clean else 1
+            elif message == CANCEL_ALL:
+                path.cancel_all()  # now: jobs still queued start after it, as sent
+            else:
+                orders.put(message)
+                if isinstance(message, tuple) and message[0] == SHUTDOWN:
+                    assert dispatcher is not None
+                    dispatcher.join()
+                    logging.shutdown()
+                    return ended[0] if ended else 1
+
+
+def _dispatch(path: DataPath, orders: queue.SimpleQueue[object],
+              outgoing: queue.SimpleQueue[object], ended: list[int]) -> None:  # fmt: skip
+    """Start each order's job, in the order sent; at the shutdown, stop the data path."""
+    while True:
+        message = orders.get()
+        if isinstance(message, Order):
+            path.submit(message)
+        elif isinstance(message, tuple) and message[0] == SHUTDOWN:
+            clean = path.shutdown(float(message[1]))
+            outgoing.put(None)
+            ended.append(0 if clean else 1)
+            return
 
 
 def _start(channel: Channel, hello: object,
