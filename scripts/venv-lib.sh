@@ -11,7 +11,7 @@ python="${PYTHON:-python3.11}"
 torch_pin="torch==2.13.0+cpu"
 # The test tools, held to the same pins as .venv's (pyproject.toml's extras: pytest <9.2,
 # moto <6, ...), so a new release reaches the vLLM venvs when pyproject.toml lets it.
-test_deps=(pytest pytest-timeout "moto[server]" hypothesis)
+test_deps=(pytest pytest-timeout pytest-xdist "moto[server]" hypothesis)
 if [[ -f "$repo/pyproject.toml" ]]; then
   mapfile -t test_deps < <("$python" - "$repo/pyproject.toml" "${test_deps[@]}" <<'EOF_PY'
 import re
@@ -30,7 +30,7 @@ for tool in sys.argv[2:]:
     print(pins.get(name(tool), tool))
 EOF_PY
   )
-  ((${#test_deps[@]} == 4)) || { echo "$name: no test tools read from pyproject.toml" >&2; exit 1; }
+  ((${#test_deps[@]} == 5)) || { echo "$name: no test tools read from pyproject.toml" >&2; exit 1; }
 fi
 
 # The stamp holds hashes of the calling script, this file and pyproject.toml.
