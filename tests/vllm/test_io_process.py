@@ -26,7 +26,7 @@ import pytest
 from vllm.v1.kv_offload.base import LookupResult
 
 from s3kv.errors import InvalidInputError
-from s3kv.vllm._io_process import HUNG_SECONDS, LOOK_SECONDS, IoProcessError
+from s3kv.vllm._io_process import HUNG_SECONDS, LOOK_SECONDS, MMAP_THRESHOLD_BYTES, IoProcessError
 from s3kv.worker.channel import Channel
 from tests.faults.proxy import FaultProxy, Request
 from tests.vllm import harness as h
@@ -126,6 +126,26 @@ def test_loads_and_stores_run_in_a_process_that_maps_the_rows(
     assert h.lookup(tier, ks) == [LookupResult.HIT] * 4
     assert h.run(tier, h.job(ks, range(4, 8), load=True)).success
     assert np.array_equal(array[4:8], array[0:4])  # written by the other process
+
+
+def _environ(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        pairs = [item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item]
+    return {k.decode(): v.decode() for k, v in pairs}
+
+
+def test_the_process_takes_large_bodies_from_its_heap_unless_the_operator_says_otherwise(
+    make_tier: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # glibc maps every allocation over its threshold afresh (a page fault per 4 KiB, an
+    # unmap at free); the process raises it over awscrt's largest body (32 MiB) ...
+    tier = make_tier(h.primary_view()[0], h.spec())
+    env = _environ(_io(tier).pid)
+    assert int(env["MALLOC_MMAP_THRESHOLD_"]) == MMAP_THRESHOLD_BYTES > 32 * 1024 * 1024
+    # ... and an operator's own setting is theirs
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
+    tier = make_tier(h.primary_view()[0], h.spec())
+    assert _environ(_io(tier).pid)["MALLOC_MMAP_THRESHOLD_"] == "1048576"
 
 
 def test_rows_no_other_process_can_map_run_in_process(
