@@ -101,8 +101,8 @@ stamp ".venv and Ceph (make .venv/.installed-dev rgw-deps)"
 make --no-print-directory .venv/.installed-dev rgw-deps
 
 stamp "vLLM tier tests and real-engine tests: in the background, each once its venv is ready"
-# Two workers: most of tests/vllm's time is waiting (I/O processes starting, stalls,
-# timeouts), which two workers overlap (358 s alone on one, 200 s on two).
+# Two workers: much of tests/vllm's time is waiting (I/O processes starting, stalls,
+# timeouts), which two workers overlap.
 after vllm-venv test-vllm env PYTHONPATH="$vllm_path" "$vllm_py" -m pytest tests/vllm \
   -n 2 --dist loadgroup "${durations[@]}"
 after engine-venv e2e env PYTHONPATH="$vllm_path" "$engine_py" -m pytest tests/e2e \

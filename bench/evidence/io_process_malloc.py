@@ -24,11 +24,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
 FIELDS = ("load_s", "load_cpu_s_per_gib", "store_s", "store_cpu_s_per_gib")
 
 
@@ -57,10 +57,9 @@ def main() -> None:
     parser.add_argument("--wait-quiet", type=float, default=600.0,
                         help="wait up to this long for the load average to drop under 1")
     args = parser.parse_args()
-    until = time.monotonic() + args.wait_quiet
-    while os.getloadavg()[0] >= 1 and time.monotonic() < until:
-        time.sleep(10)
-    load = os.getloadavg()[0]
+    from bench.evidence._rounds import quiet_start
+
+    load = quiet_start(args.wait_quiet)
     runs: dict[str, dict[int, dict[str, list[float]]]] = {"before": {}, "after": {}}
     with tempfile.TemporaryDirectory() as tmp:
         before = Path(tmp) / "before"
