@@ -70,6 +70,11 @@ def console() -> NoReturn:
     logging.shutdown()
     try:
         sys.stdout.flush()
+    except BrokenPipeError:  # the reader left (`s3kv ls | head`): the rest has nowhere to go
+        _discard_stdout()
+    except (OSError, ValueError):
+        sys.exit(code)
+    try:
         sys.stderr.flush()
     except (OSError, ValueError):
         sys.exit(code)
@@ -78,6 +83,17 @@ def console() -> NoReturn:
     if others:
         sys.exit(code)
     os._exit(code)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null, so that no later flush (the interpreter's own,
+    at its end) fails on the closed pipe too, and the process ends with the command's code
+    rather than Python's 120 and an "Exception ignored" on stderr."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 def _terminated(signum: int, frame: object) -> None:

@@ -68,6 +68,20 @@ def test_a_reader_that_stops_early_ends_it_quietly() -> None:
     assert err == b""
 
 
+def test_a_reader_gone_before_the_first_write_ends_it_quietly() -> None:
+    # The whole output still in the buffer when the command returns: the first write is
+    # the console's last flush (Python itself would exit 120, "Exception ignored").
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "s3kv.cli", "key", *NAMESPACE,
+                               *_hashes(3)], stdout=write_end, stderr=subprocess.PIPE,
+                              timeout=60, env=BUFFERED)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, b"")
+
+
 def test_a_thread_still_at_work_is_waited_for(tmp_path: Path) -> None:
     marker = tmp_path / "finished"
     script = f"""
