@@ -3,13 +3,14 @@ with awscrt's S3 client, 32 requests in flight, nothing of s3kv (and no check of
 unless ``--s3kv-headers`` asks for s3kv's write headers).
 
     python bench/evidence/bare_awscrt.py put SRC BUCKET URL KEY SECRET [--s3kv-headers] [--ca FILE]
-    python bench/evidence/bare_awscrt.py get BUCKET URL KEY SECRET OUT [--ca FILE]
+    python bench/evidence/bare_awscrt.py get BUCKET URL KEY SECRET OUT [--ca FILE] [--keys FILE]
 
 ``put`` uploads every file under SRC to ``kv/<its path under SRC>`` (``send_filepath``);
 ``--s3kv-headers`` adds what s3kv sends with a block: ``If-None-Match: *``, the CRC32C
 taken over the file, a write id, the block tag. ``get`` lists ``kv/`` with boto3 and has
 awscrt write each object into a temp file (``recv_filepath``), renamed into place under
-OUT. Exit 1 if any request failed.
+OUT; with ``--keys`` it reads the keys from FILE (one a line) instead and never imports
+boto3: awscrt alone. Exit 1 if any request failed.
 """
 
 from __future__ import annotations
@@ -103,13 +104,17 @@ def put(args: argparse.Namespace, client: Client) -> int:
 
 
 def get(args: argparse.Namespace, client: Client) -> int:
-    import boto3
+    if args.keys:
+        with open(args.keys) as f:
+            objects = f.read().split()
+    else:
+        import boto3
 
-    listing = boto3.client("s3", endpoint_url=args.url, region_name="us-east-1",
-                           aws_access_key_id=args.key, aws_secret_access_key=args.secret,
-                           verify=args.ca or True)
-    objects = [o["Key"] for page in listing.get_paginator("list_objects_v2").paginate(
-        Bucket=args.bucket, Prefix="kv/") for o in page.get("Contents", [])]
+        listing = boto3.client("s3", endpoint_url=args.url, region_name="us-east-1",
+                               aws_access_key_id=args.key, aws_secret_access_key=args.secret,
+                               verify=args.ca or True)
+        objects = [o["Key"] for page in listing.get_paginator("list_objects_v2").paginate(
+            Bucket=args.bucket, Prefix="kv/") for o in page.get("Contents", [])]
     for i, name in enumerate(objects):
         path = os.path.join(args.out, name[len("kv/"):])
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -133,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--ca")
     up.add_argument("--s3kv-headers", action="store_true")
     down.add_argument("out")
+    down.add_argument("--keys", help="the keys to get, one a line (no listing, no boto3)")
     args = parser.parse_args(argv)
     client = Client(args.url, args.key, args.secret, args.ca)
     return put(args, client) if args.direction == "put" else get(args, client)

@@ -1,6 +1,6 @@
 """Where `s3kv pull` spends its time beside s5cmd on Ceph RGW 16 (issue 37): the floor.
 
-    .venv/bin/python bench/evidence/pull_floor.py     # quiet machine, about five minutes
+    .venv/bin/python bench/evidence/pull_floor.py [--alone]  # quiet machine, about 5 minutes
 
 The same caches (vLLM's layout, s3kv's writer, pushed once with ``s3kv push``) pulled over
 HTTP from a fresh Ceph RGW 16 on loopback, interleaved rounds after a warm-up, each pull a
@@ -13,11 +13,13 @@ from /proc), every pulled tree compared with the cache byte for byte:
   process that imports boto3 and awscrt, lists the bucket with boto3, and has awscrt
   write each object into a temp file (``recv_filepath``, 32 in flight), renamed into
   place; no check of any kind;
+* ``awscrt-alone`` (only with ``--alone``): the same without boto3, its keys read from a
+  file listed beforehand: what Python and awscrt cost with no botocore to import;
 * ``s5cmd``: ``s5cmd cp 's3://BUCKET/kv/*' DIR/`` with its defaults;
 * ``s3kv``/``s5cmd`` on a bucket of one block (and its manifest): what a pull costs
   before its blocks, the start of the process included.
 
-Writes ``pull-floor.json`` beside this file.
+Writes ``pull-floor.json`` beside this file (``pull-floor-alone.json`` with ``--alone``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ S3KV = str(Path(sys.executable).parent / "s3kv")
 
 def argv_for(client: str, bucket: str, url: str, server: Any, work: Path,
              out: Path) -> list[str]:
+    if client == "awscrt-alone":
+        return [*argv_for("awscrt", bucket, url, server, work, out),
+                "--keys", str(work / f"{bucket}.keys")]
     if client == "s3kv":
         return [S3KV, "pull", f"s3://{bucket}/kv", str(out), "--endpoint-url", url]
     if client == "s5cmd":
@@ -61,6 +66,8 @@ def argv_for(client: str, bucket: str, url: str, server: Any, work: Path,
 
 
 def main() -> int:
+    alone = "--alone" in sys.argv[1:]
+    clients = ("s3kv", "awscrt", "awscrt-alone", "s5cmd") if alone else CLIENTS
     load = quiet_start()
     commit = trust.commit()
     work = Path(tempfile.mkdtemp(prefix="pull-floor-", dir="/dev/shm"))
@@ -84,11 +91,14 @@ def main() -> int:
             admin.create_bucket(Bucket=buckets[name])
             subprocess.run([S3KV, "push", str(trees[name]), f"s3://{buckets[name]}/kv",
                             "--endpoint-url", url], env=env, check=True, capture_output=True)
+            keys = [o["Key"] for page in admin.get_paginator("list_objects_v2").paginate(
+                Bucket=buckets[name], Prefix="kv/") for o in page.get("Contents", [])]
+            (work / f"{buckets[name]}.keys").write_text("\n".join(keys) + "\n")
         for r in range(ROUNDS + 1):  # round 0: a warm-up, not counted
             for cache in CACHES:
-                order = CLIENTS[r % len(CLIENTS):] + CLIENTS[:r % len(CLIENTS)]
+                order = clients[r % len(clients):] + clients[:r % len(clients)]
                 for client in order:
-                    if cache == "one block" and client == "awscrt":
+                    if cache == "one block" and client.startswith("awscrt"):
                         continue
                     out = work / "pulled"
                     argv = argv_for(client, buckets[cache], url, server, work, out)
@@ -104,8 +114,8 @@ def main() -> int:
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    groups = [(cache, client) for cache in CACHES for client in CLIENTS
-              if not (cache == "one block" and client == "awscrt")]
+    groups = [(cache, client) for cache in CACHES for client in clients
+              if not (cache == "one block" and client.startswith("awscrt"))]
     summary = summarise(runs, groups, ("cache", "client"),
                         ("seconds", "client_cpu_s", "radosgw_cpu_s"))
     for row in summary:
@@ -115,9 +125,10 @@ def main() -> int:
            "caches": {k: {"block_bytes": v[0], "blocks": v[1]} for k, v in CACHES.items()},
            "rounds": ROUNDS, "load_average_1m_at_start": round(load, 2),
            "summary": summary, "runs": runs}
-    (HERE / "pull-floor.json").write_text(json.dumps(doc, indent=1) + "\n")
+    name = "pull-floor-alone.json" if alone else "pull-floor.json"
+    (HERE / name).write_text(json.dumps(doc, indent=1) + "\n")
     for row in summary:
-        print(f"{row['cache']:9} {row['client']:7} {row['seconds']:5.2f} s "
+        print(f"{row['cache']:9} {row['client']:12} {row['seconds']:5.2f} s "
               f"[{row['seconds_range'][0]:.2f}-{row['seconds_range'][1]:.2f}] "
               f"({row['seconds_over_s3kv']:.2f} of s3kv's)  client CPU "
               f"{row['client_cpu_s']:4.2f} s  radosgw CPU {row['radosgw_cpu_s']:4.2f} s")
