@@ -6,13 +6,13 @@
 #      (Debian's packages; a no-op when installed).
 #   2. Each as soon as its venv is ready, in the background: the vLLM tier tests
 #      (.venv-vllm) and the real-engine tests (.venv-vllm-engine). They overlap the main
-#      suite, which leaves about a fifth of the two cores idle (it waits on servers and
-#      on the timeouts the fault tests set); an engine life is mostly one busy core.
+#      suite, which waits on servers and on the timeouts the fault tests set; an engine
+#      life is mostly one busy core.
 #      Their output is printed when they finish. The bad-day engine life
 #      (tests/e2e/test_bad_day.py) bounds each request's wall time, so it runs last,
 #      alone, once everything else has finished: beside the main suite the engine's own
 #      compute slows by half and more, which is the machine, not the tier.
-#   3. Lint (ruff, mypy), then the main suite on both cores (pytest-xdist), then the
+#   3. Lint (ruff, mypy), then the main suite on three workers (pytest-xdist), then the
 #      Terraform proofs that read what the main suite's S3 requests were.
 #
 # Every pytest run prints its 15 slowest tests. Logs of the background builds, and of
@@ -112,12 +112,15 @@ stamp "lint"
 .venv/bin/ruff check s3kv tests bench scripts
 .venv/bin/mypy
 
-stamp "main suite (pytest-xdist, 2 workers)"
+stamp "main suite (pytest-xdist, 3 workers on the 2 cores)"
 trace_dir="$repo/.s3kv-test-artifacts/trace-make-test"
 rm -rf "$trace_dir"
 export S3KV_TEST_TRACE_DIR="$trace_dir"
+# Three workers on two cores: a third of the main suite's time alone is waiting (servers
+# starting, the fault tests' stalls and timeouts), which a third worker fills
+# (bench/evidence/ci-run-2026-12-06.json has the runs).
 "$py" -m pytest tests --ignore=tests/vllm --ignore=tests/e2e -m "not after_functional" \
-  -n 2 --dist loadgroup "${durations[@]}"
+  -n 3 --dist loadgroup "${durations[@]}"
 stamp "Terraform proofs over the main suite's recorded S3 requests"
 "$py" -m pytest tests/terraform -m after_functional -p no:xdist "${durations[@]}"
 rm -rf "$trace_dir"
