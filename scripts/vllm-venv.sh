@@ -33,11 +33,11 @@ no_deps_extra=(xgrammar apache-tvm-ffi)
 nixl_pins=(nixl-cu12==1.5.1 nixl==1.5.1)
 
 venv_begin
-"${install[@]}" -c "$constraints" "$torch_pin"
-"${install[@]}" --no-deps "$vllm_pin"
+"${pip[@]}" install --quiet -c "$constraints" "$torch_pin"
+"${pip[@]}" install --quiet --no-deps "$vllm_pin"
 # Hold everything else to vLLM's own pins (all but torch: its 2.14.0 has no CPU wheel
 # here), so the venv matches what vLLM was released against.
-"${install[@]}" -c "$constraints" packaging
+"${pip[@]}" install --quiet -c "$constraints" packaging
 "$venv/bin/python" - "$constraints" <<'PY'
 import importlib.metadata as md
 import sys
@@ -52,9 +52,9 @@ with open(sys.argv[1], "a") as out:
         marker = f"; {req.marker}" if req.marker else ""
         out.write(f"{req.name}{req.specifier}{marker}\n")
 PY
-"${install[@]}" -c "$constraints" "${vllm_runtime_deps[@]}" "${test_deps[@]}"
-"${install[@]}" -c "$constraints" --no-deps "${no_deps_extra[@]}"
-"${install[@]}" -c "$constraints" --no-deps "${nixl_pins[@]}"
+"${pip[@]}" install --quiet -c "$constraints" "${vllm_runtime_deps[@]}" "${test_deps[@]}"
+"${pip[@]}" install --quiet -c "$constraints" --no-deps "${no_deps_extra[@]}"
+"${pip[@]}" install --quiet -c "$constraints" --no-deps "${nixl_pins[@]}"
 venv_install_s3kv
 
 venv_check <<'PY'
