@@ -89,13 +89,13 @@ finished() {  # name [lines]: wait for a background job, print its log, fail if 
 }
 
 stamp "building the vLLM and checkov virtualenvs in the background"
-# checkov's first: the main suite runs it. .venv-vllm leads to the longest step beside
-# the main suite (tests/vllm: every tier there starts an I/O process), so it is built
-# first; the engine's venv, whose tests/e2e is shorter, is niced and takes the CPU the
-# rest leaves.
+# checkov's first: the main suite runs it. The engine's venv is the longest build (a
+# 3.6 GB download and unpack) and leads to the longest chain beside the main suite (it,
+# then tests/e2e, then the bad-day life): it is not niced, or on three test workers it
+# ends after the main suite and the whole run waits for it.
 background checkov-venv bash scripts/checkov.sh --install-only
+background engine-venv bash scripts/vllm-engine-venv.sh
 background vllm-venv bash scripts/vllm-venv.sh
-background engine-venv nice -n 10 bash scripts/vllm-engine-venv.sh
 
 stamp ".venv and Ceph (make .venv/.installed-dev rgw-deps)"
 make --no-print-directory .venv/.installed-dev rgw-deps

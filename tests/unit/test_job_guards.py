@@ -99,17 +99,34 @@ class Interrupted:
         return BlockResult(self.key, "failed", reason=reason)
 
 
+class Held(Fine):
+    """Finishes when the test says so: until then no completion can start the next block
+    on its own thread (where Ctrl-C never lands), however slowly the job's thread runs."""
+
+    def __init__(self, key: bytes) -> None:
+        super().__init__(key)
+        self.release = threading.Event()
+
+    def start(self, done: Done) -> None:
+        def finish() -> None:
+            self.release.wait(10)
+            done(BlockResult(self.key, "done", nbytes=1), None)
+
+        threading.Thread(target=finish).start()
+
+
 def test_ctrl_c_inside_a_start_cancels_the_job_and_reaches_its_caller() -> None:
     """Not a block's 'unexpected KeyboardInterrupt' with the job going on: the block and
     those not started are given up as cancelled, the job ends, the caller hears Ctrl-C."""
-    first, second, third = Fine(b"a" * 8), Interrupted(b"b" * 8), Interrupted(b"c" * 8)
+    first, second, third = Held(b"a" * 8), Interrupted(b"b" * 8), Interrupted(b"c" * 8)
     made: list[TransferJob] = []
     with pytest.raises(KeyboardInterrupt):
         TransferJob("download", [first, second, third], window=3, settings=SETTINGS,
                     on_done=made.append)
     assert second.given_up == third.given_up == ["cancelled"]
+    first.release.set()  # the block in flight ends on its own
     deadline = time.monotonic() + 5
-    while not made and time.monotonic() < deadline:  # the first block ends on its own
+    while not made and time.monotonic() < deadline:
         time.sleep(0.001)
     report = made[0].wait(5)
     assert made[0].cancelled and report.failed == {b"b" * 8: "cancelled", b"c" * 8: "cancelled"}
