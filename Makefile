@@ -26,7 +26,7 @@ demo: $(DEMO_STAMP)
 	$(VENV)/bin/s3kv demo
 
 ## Everything, the real engine end to end included (docs/developers.md): lint; the main
-## suite on three workers (the Store contract on all five backends, behaviours on moto,
+## suite on both cores (the Store contract on all five backends, behaviours on moto,
 ## moto's server and a directory, the wire on Ceph RGW, Terraform, the wheel); the vLLM
 ## tier tests; a real vLLM engine storing and reusing KV in RGW. The vLLM and checkov
 ## virtualenvs are built in the background meanwhile (scripts/test.sh).

@@ -6,13 +6,13 @@
 #      (Debian's packages; a no-op when installed).
 #   2. Each as soon as its venv is ready, in the background: the vLLM tier tests
 #      (.venv-vllm) and the real-engine tests (.venv-vllm-engine). They overlap the main
-#      suite, which waits on servers and on the timeouts the fault tests set; an engine
-#      life is mostly one busy core.
+#      suite, which leaves about a fifth of the two cores idle (it waits on servers and
+#      on the timeouts the fault tests set); an engine life is mostly one busy core.
 #      Their output is printed when they finish. The bad-day engine life
 #      (tests/e2e/test_bad_day.py) bounds each request's wall time, so it runs last,
 #      alone, once everything else has finished: beside the main suite the engine's own
 #      compute slows by half and more, which is the machine, not the tier.
-#   3. Lint (ruff, mypy), then the main suite on three workers (pytest-xdist), then the
+#   3. Lint (ruff, mypy), then the main suite on both cores (pytest-xdist), then the
 #      Terraform proofs that read what the main suite's S3 requests were.
 #
 # Every pytest run prints its 15 slowest tests. Logs of the background builds, and of
@@ -89,13 +89,13 @@ finished() {  # name [lines]: wait for a background job, print its log, fail if 
 }
 
 stamp "building the vLLM and checkov virtualenvs in the background"
-# checkov's first: the main suite runs it. The engine's venv is the longest build (a
-# 3.6 GB download and unpack) and leads to the longest chain beside the main suite (it,
-# then tests/e2e, then the bad-day life): it is not niced, or on three test workers it
-# ends after the main suite and the whole run waits for it.
+# checkov's first: the main suite runs it. .venv-vllm leads to the longest step beside
+# the main suite (tests/vllm: every tier there starts an I/O process), so it is built
+# first; the engine's venv, whose tests/e2e is shorter, is niced and takes the CPU the
+# rest leaves.
 background checkov-venv bash scripts/checkov.sh --install-only
-background engine-venv bash scripts/vllm-engine-venv.sh
 background vllm-venv bash scripts/vllm-venv.sh
+background engine-venv nice -n 10 bash scripts/vllm-engine-venv.sh
 
 stamp ".venv and Ceph (make .venv/.installed-dev rgw-deps)"
 make --no-print-directory .venv/.installed-dev rgw-deps
@@ -112,15 +112,12 @@ stamp "lint"
 .venv/bin/ruff check s3kv tests bench scripts
 .venv/bin/mypy
 
-stamp "main suite (pytest-xdist, 3 workers on the 2 cores)"
+stamp "main suite (pytest-xdist, 2 workers)"
 trace_dir="$repo/.s3kv-test-artifacts/trace-make-test"
 rm -rf "$trace_dir"
 export S3KV_TEST_TRACE_DIR="$trace_dir"
-# Three workers on two cores: a third of the main suite's time alone is waiting (servers
-# starting, the fault tests' stalls and timeouts), which a third worker fills
-# (bench/evidence/ci-run-2026-12-06.json has the runs).
 "$py" -m pytest tests --ignore=tests/vllm --ignore=tests/e2e -m "not after_functional" \
-  -n 3 --dist loadgroup "${durations[@]}"
+  -n 2 --dist loadgroup "${durations[@]}"
 stamp "Terraform proofs over the main suite's recorded S3 requests"
 "$py" -m pytest tests/terraform -m after_functional -p no:xdist "${durations[@]}"
 rm -rf "$trace_dir"
