@@ -60,6 +60,10 @@ venv_begin() {
   rm -f "$stamp"
   constraints="$venv/s3kv-constraints.txt"
   echo "$torch_pin" > "$constraints"
+  # pip compiles every module's bytecode at install, and must: where Python runs with
+  # PYTHONDONTWRITEBYTECODE=1 (the machine these runs were on does) a module pip did not
+  # compile is compiled again by every process that imports it (a make test with
+  # --no-compile here was stopped at half its main suite: bench/evidence/ci-run-2026-12-06.json).
   pip=("$venv/bin/python" -m pip --disable-pip-version-check)
   "${pip[@]}" install --quiet --upgrade pip
 }
