@@ -22,12 +22,15 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from s3kv.errors import InvalidLocationError, NothingMatchedError, plural
 from s3kv.naming.location import Location, parse_location
 from s3kv.naming.parse import ParsedKey, parse_folder, parse_key
-from s3kv.stores import Store
-from s3kv.transfers.listing import Entry, child_names, root_of
+
+if TYPE_CHECKING:  # the stores import boto3 and awscrt: `s3kv key` needs neither
+    from s3kv.stores import Store
+    from s3kv.transfers.listing import Entry
 
 MAX_SIBLINGS = 200
 """Sibling names (one listing request each on S3) looked at to suggest a location."""
@@ -285,6 +288,8 @@ def _close_locations(store: Store, location: Location) -> list[str]:
     head, _, name = location.prefix.rpartition("/")
     if not name:
         return []  # a whole bucket: no sibling to offer
+    from s3kv.transfers.listing import child_names, root_of
+
     root = root_of(head)
     names = list(itertools.islice(child_names(store, root), MAX_SIBLINGS))
     return [f"s3://{location.bucket}/{root}{n}" for n in closest(name, names, n=3) if n != name]

@@ -46,3 +46,24 @@ def test_the_library_names_still_import_on_first_use() -> None:
         "assert 'boto3' in sys.modules and Uploader.__module__ == 's3kv.transfers.uploader'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+KEY_PROBE = """
+import contextlib, io, sys
+from s3kv.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    code = main(["key", "--model", "m", "--tokens-per-hash", "16", "--dtype", "bfloat16",
+                 "--group", "16:model.layers.0.self_attn.attn", "--block-hash", "ab" * 32,
+                 "s3://bucket/prefix"])
+assert code == 0 and out.getvalue().count(".bin") == 1, (code, out.getvalue())
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in ("boto3", "botocore", "awscrt")
+                      or m == "s3kv.stores" or m.startswith("s3kv.stores."))))
+"""
+
+
+def test_key_computes_keys_without_an_s3_client() -> None:
+    # `s3kv key` is arithmetic on names: importing boto3 and awscrt (through the stores)
+    # once doubled its time, for a command scripts may run once per block.
+    out = subprocess.run([sys.executable, "-c", KEY_PROBE],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"s3kv key imported {out}"
