@@ -116,3 +116,28 @@ def test_the_tier_uses_the_fs_tiers_namespace(make_tier: Any) -> None:
     key = h.keys(1)[0]
     assert tier.uploader.keys.key_for(key) == fs.get_file_name(key)
     assert tier.namespace.fields == fs.get_run_config()
+
+
+def test_the_key_command_prints_the_fs_tiers_names(tmp_path: Any) -> None:
+    """``s3kv key`` as a user runs it, given the config.json vLLM's fs tier writes: the
+    manifest key and each block's key are the paths vLLM's own FileMapper names."""
+    import subprocess
+    import sys
+
+    from tests.vllm import harness as h
+
+    spec = h.spec(blocks_per_chunk=4)
+    fs = FileMapper.from_offloading_spec("/mnt/kv", spec, blocks_per_file=4,
+                                         parallel_agnostic=True)
+    manifest = tmp_path / "config.json"
+    manifest.write_text(json.dumps(fs.get_run_config()))
+    hashes = [bytes(range(i, i + 32)) for i in (0, 7)]
+    done = subprocess.run(
+        [sys.executable, "-m", "s3kv.cli", "key", "/mnt/kv", "--manifest", str(manifest),
+         "--group-idx", "1", *[arg for b in hashes for arg in ("--block-hash", b.hex())],
+         "--json"],
+        capture_output=True, text=True, timeout=60, check=True)
+    doc = json.loads(done.stdout)
+    assert doc["manifest_key"] == fs.get_config_file_path()
+    assert [b["key"] for b in doc["block_keys"]] == [
+        fs.get_file_name(make_offload_key(b, 1)) for b in hashes]
