@@ -24,6 +24,7 @@ Writes ``pull-floor.json`` beside this file (``pull-floor-alone.json`` with ``--
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -66,7 +67,10 @@ def argv_for(client: str, bucket: str, url: str, server: Any, work: Path,
 
 
 def main() -> int:
-    alone = "--alone" in sys.argv[1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--alone", action="store_true",
+                        help="add awscrt without boto3; write pull-floor-alone.json")
+    alone = parser.parse_args().alone
     clients = ("s3kv", "awscrt", "awscrt-alone", "s5cmd") if alone else CLIENTS
     load = quiet_start()
     commit = trust.commit()

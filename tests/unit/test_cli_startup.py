@@ -8,6 +8,7 @@ benchmarks): docs/developers.md shows how to time start-up (``python -X importti
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -18,24 +19,34 @@ pytestmark = pytest.mark.unit
 HEAVY = ("boto3", "botocore", "awscrt", "pydantic", "s3kv.stores", "s3kv.naming.namespace")
 
 PROBE = """
-import contextlib, io, sys
+import contextlib, io, json, sys
 from s3kv.cli import main
-for argv in (["--version"], ["--help"], ["gc", "--help"], ["rm", "--help"], ["ls", "--help"]):
-    with contextlib.redirect_stdout(io.StringIO()):
+printed = io.StringIO()
+for argv in %r:
+    with contextlib.redirect_stdout(printed):
         try:
-            main(argv)
+            assert main(argv) == 0, argv
         except SystemExit as exc:
             assert exc.code == 0, (argv, exc.code)
+print(json.dumps(printed.getvalue()))
 print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in {h.split(".")[0] for h in %r}
                       and any(m == h or m.startswith(h + ".") for h in %r))))
 """
 
 
-def test_help_and_version_import_no_heavy_module() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE % (HEAVY, HEAVY)],
+def _imported(argvs: list[list[str]], heavy: tuple[str, ...]) -> tuple[str, str]:
+    """Which of ``heavy`` one process imported running ``argvs`` in turn, and what the
+    commands printed."""
+    printed, modules = subprocess.run(
+        [sys.executable, "-c", PROBE % (argvs, heavy, heavy)],
         capture_output=True, text=True, check=True,
-    ).stdout.strip()
+    ).stdout.split("\n", 1)
+    return modules.strip(), json.loads(printed)
+
+
+def test_help_and_version_import_no_heavy_module() -> None:
+    out, _ = _imported([["--version"], ["--help"], ["gc", "--help"], ["rm", "--help"],
+                        ["ls", "--help"]], HEAVY)
     assert out == "", f"--help/--version imported {out}"
 
 
@@ -48,22 +59,12 @@ def test_the_library_names_still_import_on_first_use() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-KEY_PROBE = """
-import contextlib, io, sys
-from s3kv.cli import main
-with contextlib.redirect_stdout(io.StringIO()) as out:
-    code = main(["key", "--model", "m", "--tokens-per-hash", "16", "--dtype", "bfloat16",
-                 "--group", "16:model.layers.0.self_attn.attn", "--block-hash", "ab" * 32,
-                 "s3://bucket/prefix"])
-assert code == 0 and out.getvalue().count(".bin") == 1, (code, out.getvalue())
-print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in ("boto3", "botocore", "awscrt")
-                      or m == "s3kv.stores" or m.startswith("s3kv.stores."))))
-"""
-
-
 def test_key_computes_keys_without_an_s3_client() -> None:
     # `s3kv key` is arithmetic on names: importing boto3 and awscrt (through the stores)
     # once doubled its time, for a command scripts may run once per block.
-    out = subprocess.run([sys.executable, "-c", KEY_PROBE],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    key = ["key", "--model", "m", "--tokens-per-hash", "16", "--dtype", "bfloat16",
+           "--group", "16:model.layers.0.self_attn.attn", "--block-hash", "ab" * 32,
+           "s3://bucket/prefix"]
+    out, printed = _imported([key], ("boto3", "botocore", "awscrt", "s3kv.stores"))
+    assert printed.count(".bin") == 1, printed
     assert out == "", f"s3kv key imported {out}"
