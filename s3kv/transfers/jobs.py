@@ -157,6 +157,51 @@ def on_pool(
     return future.cancel  # type: ignore[return-value]
 
 
+def submit_on_pool(
+    executor: Executor,
+    start: Callable[[], Callable[[], None] | None],
+    done: Callable[[Any, BaseException | None], None],
+) -> Callable[[], None]:
+    """Run an async store's ``start()`` (which sends a request whose completion calls
+    ``done`` later) on the pool, not on the thread that asks: what it does before the
+    request goes out (a block's checksum, the MD5 some stores' answers are checked by)
+    then never runs on the transport's event loop, where a completion starts the next
+    block, and never stalls that loop's other connections. ``start`` raising calls
+    ``done(None, error)``. Returns the function that cancels it: before ``start`` ran it
+    never sends (``done`` gets :class:`TransferCancelledError`); after, it cancels the
+    request through the function ``start`` returned."""
+    lock = threading.Lock()
+    sent: list[Callable[[], None] | None] = []
+    stopped = [False]
+
+    def call() -> None:
+        with lock:
+            if stopped[0]:
+                raise TransferCancelledError("cancelled before it started")
+        request = start()
+        with lock:
+            sent.append(request)
+            late = stopped[0]
+        if late and request is not None:
+            request()  # cancel() ran while it was being sent
+
+    def failed(_: None, error: BaseException | None) -> None:
+        if error is not None:
+            done(None, error)
+
+    not_yet = on_pool(executor, call, failed)
+
+    def cancel() -> None:
+        with lock:
+            stopped[0] = True
+            request = sent[0] if sent else None
+        not_yet()
+        if request is not None:
+            request()
+
+    return cancel
+
+
 def _run(
     call: Callable[[], T], done: Callable[[T | None, BaseException | None], None], attempt: int
 ) -> None:

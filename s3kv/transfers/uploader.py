@@ -20,7 +20,7 @@ from s3kv.report import TransferReport
 from s3kv.retry import with_retries
 from s3kv.settings import S3Settings
 from s3kv.stores import Cancel, PutOptions, Store
-from s3kv.transfers.jobs import BlockResult, Done, TransferJob, on_pool
+from s3kv.transfers.jobs import BlockResult, Done, TransferJob, on_pool, submit_on_pool
 from s3kv.transfers.stored_manifest import read_capped
 from s3kv.transfers.transfer import (
     BLOCK_TAGS,
@@ -267,20 +267,10 @@ class _PutAttempt:
         self.options: PutOptions | None = None  # at the first start, off the caller's thread
 
     def start(self, done: Done) -> Cancel:
-        up, size = self.uploader, len(self.view)
-        options = self.options
-        if options is None:  # a retry reuses the checksum: the bytes have not changed
-            bad = up.damaged.get(self.object_key)
-            options = self.options = PutOptions(
-                create_only=bad is None,
-                if_match=bad,  # replaces the damaged copy, and nothing else
-                checksum=integrity.compute(up.settings.checksum, self.view),
-                tags=BLOCK_TAGS,
-                write_id=write_id(),
-                metadata=parent_metadata(self.parent),
-            )
+        up = self.uploader
 
         def finished(created: bool | None, error: BaseException | None) -> None:
+            options = self._options()  # taken before the request went out
             if error is not None:
                 self._refused(error)
                 done(None, error)
@@ -291,9 +281,28 @@ class _PutAttempt:
                 # (a blocking request on a transport's thread could stall its loop).
                 on_pool(self.pool, lambda: self._landed(options), done)
 
-        if up.store.can_submit(size):
-            return up.store.submit_put(self.object_key, self.view, options, done.guard(finished))
-        return on_pool(self.pool, lambda: self._put(options), done)
+        if up.store.can_submit(len(self.view)):
+            # Its checksum (and an MD5, on stores that echo none) are taken on the pool:
+            # the completion that starts it runs on the client's event loop.
+            return submit_on_pool(self.pool, lambda: up.store.submit_put(
+                self.object_key, self.view, self._options(), done.guard(finished)), done)
+        return on_pool(self.pool, lambda: self._put(self._options()), done)
+
+    def _options(self) -> PutOptions:
+        """The write's options, taken at its first start (off the thread that asks); a
+        retry reuses them, its checksum too: the bytes have not changed."""
+        if self.options is None:
+            up = self.uploader
+            bad = up.damaged.get(self.object_key)
+            self.options = PutOptions(
+                create_only=bad is None,
+                if_match=bad,  # replaces the damaged copy, and nothing else
+                checksum=integrity.compute(up.settings.checksum, self.view),
+                tags=BLOCK_TAGS,
+                write_id=write_id(),
+                metadata=parent_metadata(self.parent),
+            )
+        return self.options
 
     def _put(self, options: PutOptions) -> BlockResult:
         """The blocking PUT, on the pool: its 412, if any, settled there too."""

@@ -1,0 +1,116 @@
+"""s3kv's vLLM tier before and after a change: the same stores and loads, each tree in turn.
+
+    .venv-vllm/bin/python bench/evidence/tier_before_after.py --before COMMIT --out NAME.json \
+        --what "what the change is"     # quiet machine, about 15 minutes
+
+``--before`` is a commit of s3kv (checked out in a temporary worktree); ``after`` is this
+tree. Each round runs bench/bench_prompt_load.py (its s3kv tier only, the I/O process
+beside the stand-in EngineCore loop, Ceph RGW over loopback HTTP, an 8,192-token prompt
+at 32 and 8 MiB blocks) once with each, in alternating order; the table is medians over
+the rounds, with min-max. Each tree's I/O process gets its own environment defaults
+(``MALLOC_MMAP_THRESHOLD_`` is not passed down). Writes NAME.json beside this file.
+
+Its runs so far:
+
+* io-process-malloc.json: ``--before f2d2a27``, the I/O process raising glibc's mmap
+  threshold to 64 MiB;
+* put-prep-off-loop.json: a write's checksum and MD5 taken on the transfer's pool
+  instead of on awscrt's event loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+FIELDS = ("load_s", "load_cpu_s_per_gib", "store_s", "store_cpu_s_per_gib")
+
+
+def run(source: Path, out: Path, rounds: int) -> list[dict]:
+    env = {**os.environ, "PYTHONPATH": str(source)}
+    env.pop("MALLOC_MMAP_THRESHOLD_", None)
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_prompt_load.py"), "--links", "rgw-http",
+         "--prompts", "8192", "--block-tokens", "256,64", "--tiers", "s3kv", "--ceilings", "",
+         "--rounds", str(rounds), "--warmup", "1", "--force-loaded", "--json", str(out)],
+        check=True, env=env, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return [r for r in json.loads(out.read_text())["rows"] if r.get("who") == "s3kv"]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3)}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", required=True, help="the commit to compare this tree with")
+    parser.add_argument("--out", required=True, help="the JSON's name, beside this script")
+    parser.add_argument("--what", required=True, help="what the change is, for the JSON")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--per-run", type=int, default=2, help="bench rounds per run")
+    parser.add_argument("--wait-quiet", type=float, default=600.0,
+                        help="wait up to this long for the load average to drop under 1")
+    args = parser.parse_args()
+    if Path(args.out).name != args.out or not args.out.endswith(".json"):
+        parser.error("--out is a file name ending in .json (it is written beside this script)")
+    from bench.evidence._rounds import quiet_start
+    from bench.lib import trust
+
+    load = quiet_start(args.wait_quiet)
+    runs: dict[str, dict[int, dict[str, list[float]]]] = {"before": {}, "after": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        before = Path(tmp) / "before"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before),
+                        args.before], check=True, capture_output=True)  # fmt: skip
+        for tree in (before, ROOT):  # no tree compiles its modules in every process it starts
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "s3kv")],
+                           check=True)  # fmt: skip
+        try:
+            for i in range(args.rounds):
+                order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
+                for name in order:
+                    source = before if name == "before" else ROOT
+                    for row in run(source, Path(tmp) / f"{name}-{i}.json", args.per_run):
+                        cell = runs[name].setdefault(row["block_tokens"], {f: [] for f in FIELDS})
+                        cell["load_s"] += row["load_s_runs"]
+                        cell["store_s"] += row["store_s_runs"]
+                        cell["load_cpu_s_per_gib"] += row["load_cpu_s_per_gib_runs"]
+                        cell["store_cpu_s_per_gib"] += row["store_cpu_s_per_gib_runs"]
+                    print(f"round {i + 1}: {name} done", flush=True)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                            str(before)], check=False)  # fmt: skip
+    doc = {
+        "what": args.what,
+        "command": (f"bench/evidence/tier_before_after.py --before {args.before} "
+                    f"--out {args.out} --what {args.what!r}"),
+        "after": trust.commit(),
+        "load_average_at_start": load,
+        "before": args.before,
+        "rows": {
+            name: {f"{tokens * 128 // 1024} MiB": {f: summary(v) for f, v in cell.items()}
+                   for tokens, cell in sorted(cells.items())}
+            for name, cells in runs.items()
+        },
+    }
+    (HERE / args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"{'block':>7} {'':>7} " + " ".join(f"{f:>22}" for f in FIELDS))
+    for name, cells in doc["rows"].items():
+        for block, cell in cells.items():
+            print(f"{block:>7} {name:>7} " + " ".join(
+                f"{c['median']:>8.3f} ({c['min']:.2f}-{c['max']:.2f})" for c in cell.values()))
+
+
+if __name__ == "__main__":
+    main()
