@@ -6,16 +6,19 @@
 ``--before`` is a commit of s3kv (checked out in a temporary worktree); ``after`` is this
 tree. Each round runs bench/bench_prompt_load.py (its s3kv tier only, the I/O process
 beside the stand-in EngineCore loop, Ceph RGW over loopback HTTP, an 8,192-token prompt
-at 32 and 8 MiB blocks) once with each, in alternating order; the table is medians over
-the rounds, with min-max. Each tree's I/O process gets its own environment defaults
-(``MALLOC_MMAP_THRESHOLD_`` is not passed down). Writes NAME.json beside this file.
+at 32 and 8 MiB blocks unless ``--block-tokens`` says otherwise) once with each, in
+alternating order; the table is medians over the rounds, with min-max. Each tree's I/O
+process gets its own environment defaults (no ``MALLOC_*_`` variable is passed down).
+Writes NAME.json beside this file.
 
 Its runs so far:
 
 * io-process-malloc.json: ``--before f2d2a27``, the I/O process raising glibc's mmap
   threshold to 64 MiB;
-* put-prep-off-loop.json: a write's checksum and MD5 taken on the transfer's pool
-  instead of on awscrt's event loop.
+* put-prep-off-loop.json: ``--before da3f7cc``, a write's checksum and MD5 taken on the
+  transfer's pool instead of on awscrt's event loop;
+* io-process-trim.json: ``--before c4d0b30``, the I/O process's trim threshold at 256 MiB
+  beside its mmap threshold (bench/evidence/malloc-faults.json has the page faults).
 """
 
 from __future__ import annotations
@@ -35,12 +38,12 @@ sys.path.insert(0, str(ROOT))
 FIELDS = ("load_s", "load_cpu_s_per_gib", "store_s", "store_cpu_s_per_gib")
 
 
-def run(source: Path, out: Path, rounds: int) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": str(source)}
-    env.pop("MALLOC_MMAP_THRESHOLD_", None)
+def run(source: Path, out: Path, rounds: int, block_tokens: str) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env["PYTHONPATH"] = str(source)
     subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_prompt_load.py"), "--links", "rgw-http",
-         "--prompts", "8192", "--block-tokens", "256,64", "--tiers", "s3kv", "--ceilings", "",
+         "--prompts", "8192", "--block-tokens", block_tokens, "--tiers", "s3kv", "--ceilings", "",
          "--rounds", str(rounds), "--warmup", "1", "--force-loaded", "--json", str(out)],
         check=True, env=env, stdout=subprocess.DEVNULL,
     )  # fmt: skip
@@ -57,6 +60,8 @@ def main() -> None:
     parser.add_argument("--before", required=True, help="the commit to compare this tree with")
     parser.add_argument("--out", required=True, help="the JSON's name, beside this script")
     parser.add_argument("--what", required=True, help="what the change is, for the JSON")
+    parser.add_argument("--block-tokens", default="256,64",
+                        help="tokens per block (128 KiB each): 256,64 is 32 and 8 MiB")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
     parser.add_argument("--per-run", type=int, default=2, help="bench rounds per run")
     parser.add_argument("--wait-quiet", type=float, default=600.0,
@@ -81,7 +86,8 @@ def main() -> None:
                 order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
                 for name in order:
                     source = before if name == "before" else ROOT
-                    for row in run(source, Path(tmp) / f"{name}-{i}.json", args.per_run):
+                    for row in run(source, Path(tmp) / f"{name}-{i}.json", args.per_run,
+                                   args.block_tokens):
                         cell = runs[name].setdefault(row["block_tokens"], {f: [] for f in FIELDS})
                         cell["load_s"] += row["load_s_runs"]
                         cell["store_s"] += row["store_s_runs"]
@@ -94,7 +100,8 @@ def main() -> None:
     doc = {
         "what": args.what,
         "command": (f"bench/evidence/tier_before_after.py --before {args.before} "
-                    f"--out {args.out} --what {args.what!r}"),
+                    f"--block-tokens {args.block_tokens} --out {args.out} "
+                    f"--what {args.what!r}"),
         "after": trust.commit(),
         "load_average_at_start": load,
         "before": args.before,
