@@ -4,21 +4,21 @@
         --what "what the change is"     # quiet machine, about 15 minutes
 
 ``--before`` is a commit of s3kv (checked out in a temporary worktree); ``after`` is this
-tree. Each round runs bench/bench_prompt_load.py (its s3kv tier only, the I/O process
-beside the stand-in EngineCore loop, Ceph RGW over loopback HTTP, an 8,192-token prompt
-at 32 and 8 MiB blocks unless ``--block-tokens`` says otherwise) once with each, in
-alternating order; the table is medians over the rounds, with min-max. Each tree's I/O
-process gets its own environment defaults (no ``MALLOC_*_`` variable is passed down).
-Writes NAME.json beside this file.
+tree, or the commit ``--after`` names. Each round runs bench/bench_prompt_load.py (its
+s3kv tier only, the I/O process beside the stand-in EngineCore loop, Ceph RGW over
+loopback HTTP, an 8,192-token prompt at 32 and 8 MiB blocks unless ``--block-tokens``
+says otherwise) once with each, in alternating order; the table is medians over the
+rounds, with min-max. Each tree's I/O process gets its own environment defaults (no
+``MALLOC_*_`` variable is passed down). Writes NAME.json beside this file.
 
 Its runs so far:
 
 * io-process-malloc.json: ``--before f2d2a27``, the I/O process raising glibc's mmap
   threshold to 64 MiB;
-* put-prep-off-loop.json: ``--before da3f7cc``, a write's checksum and MD5 taken on the
-  transfer's pool instead of on awscrt's event loop;
-* io-process-trim.json: ``--before c4d0b30``, the I/O process's trim threshold at 256 MiB
-  beside its mmap threshold (bench/evidence/malloc-faults.json has the page faults).
+* put-prep-off-loop.json: ``--before da3f7cc --after c4d0b30``, a write's checksum and
+  MD5 taken on the transfer's pool instead of on awscrt's event loop;
+* io-process-trim.json: ``--before c4d0b30 --after f81f6f8``, the I/O process's trim
+  threshold at 256 MiB beside its mmap threshold (malloc-faults.json has its page faults).
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ def summary(values: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", required=True, help="the commit to compare this tree with")
+    parser.add_argument("--after", default="",
+                        help="the commit measured as after (default: this tree, as it is)")
     parser.add_argument("--out", required=True, help="the JSON's name, beside this script")
     parser.add_argument("--what", required=True, help="what the change is, for the JSON")
     parser.add_argument("--block-tokens", default="256,64",
@@ -75,18 +77,24 @@ def main() -> None:
     load = quiet_start(args.wait_quiet)
     runs: dict[str, dict[int, dict[str, list[float]]]] = {"before": {}, "after": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        before = Path(tmp) / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before),
-                        args.before], check=True, capture_output=True)  # fmt: skip
-        for tree in (before, ROOT):  # no tree compiles its modules in every process it starts
-            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "s3kv")],
-                           check=True)  # fmt: skip
+        trees = {"before": Path(tmp) / "before", "after": ROOT}
+        if args.after:
+            trees["after"] = Path(tmp) / "after"
+        made = []
         try:
+            for name, commit in (("before", args.before), ("after", args.after)):
+                if commit:
+                    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
+                                    str(trees[name]), commit], check=True,
+                                   capture_output=True)  # fmt: skip
+                    made.append(trees[name])
+            for tree in trees.values():  # no tree compiles its modules in every process
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "s3kv")],
+                               check=True)  # fmt: skip
             for i in range(args.rounds):
                 order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
                 for name in order:
-                    source = before if name == "before" else ROOT
-                    for row in run(source, Path(tmp) / f"{name}-{i}.json", args.per_run,
+                    for row in run(trees[name], Path(tmp) / f"{name}-{i}.json", args.per_run,
                                    args.block_tokens):
                         cell = runs[name].setdefault(row["block_tokens"], {f: [] for f in FIELDS})
                         cell["load_s"] += row["load_s_runs"]
@@ -95,14 +103,16 @@ def main() -> None:
                         cell["store_cpu_s_per_gib"] += row["store_cpu_s_per_gib_runs"]
                     print(f"round {i + 1}: {name} done", flush=True)
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                            str(before)], check=False)  # fmt: skip
+            for tree in made:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                                str(tree)], check=False)  # fmt: skip
     doc = {
         "what": args.what,
         "command": (f"bench/evidence/tier_before_after.py --before {args.before} "
+                    + (f"--after {args.after} " if args.after else "") +
                     f"--block-tokens {args.block_tokens} --out {args.out} "
                     f"--what {args.what!r}"),
-        "after": trust.commit(),
+        "after": args.after or trust.commit(),
         "load_average_at_start": load,
         "before": args.before,
         "rows": {
