@@ -18,7 +18,8 @@ Its runs so far:
 * put-prep-off-loop.json: ``--before da3f7cc --after c4d0b30``, a write's checksum and
   MD5 taken on the transfer's pool instead of on awscrt's event loop;
 * io-process-trim.json: ``--before c4d0b30 --after f81f6f8``, the I/O process's trim
-  threshold at 256 MiB beside its mmap threshold (malloc-faults.json has its page faults).
+  threshold at 256 MiB beside its mmap threshold: no difference beyond the rounds'
+  spread, so it was not kept.
 """
 
 from __future__ import annotations

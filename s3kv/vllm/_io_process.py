@@ -73,19 +73,6 @@ such body was a fresh mapping, faulted in page by page and unmapped when freed. 
 heap it reuses memory already mapped: a 1 GiB load of 32 MiB blocks on Ceph RGW took
 2.29 s instead of 2.77 s and 1.68 s of CPU per GiB instead of 2.22 (medians,
 bench/evidence/io-process-malloc.json)."""
-TRIM_THRESHOLD_BYTES = 256 * 1024 * 1024
-"""glibc's ``M_TRIM_THRESHOLD`` in the I/O process (``MALLOC_TRIM_THRESHOLD_``, unless the
-environment sets its own). A threshold set by hand stops glibc adapting either: its trim
-threshold stays at 128 KiB, so each body freed at the top of a heap went back to the
-kernel and the next one faulted every page in again. On a thread, an 8 MiB body freed and
-made again (a 4 MiB one beside it) then took 3,041 page faults a round, against 123 with
-glibc's defaults and 61 with both thresholds set; a 32 MiB one 12,257, 8,357 and 246
-(bench/evidence/malloc-faults.json). Free memory up to this much stays mapped for the
-next bodies."""
-MALLOC_DEFAULTS = {
-    "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD_BYTES),
-    "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD_BYTES),
-}
 LOOK_SECONDS = 0.05
 """With the doorbell silent, how often the socket is read anyway (a process that ended
 says so only there, by the end of its stream)."""
@@ -201,8 +188,7 @@ class IoProcess:
         env = dict(os.environ)
         here = str(Path(__file__).resolve().parents[2])  # this s3kv, wherever it came from
         env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        for name, value in MALLOC_DEFAULTS.items():
-            env.setdefault(name, value)  # an operator's own setting is theirs
+        env.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD_BYTES))
         try:
             self._proc = subprocess.Popen(
                 command, pass_fds=(theirs.fileno(), doorbell.fd, *self._plan.fds),

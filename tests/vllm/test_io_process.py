@@ -25,15 +25,8 @@ import numpy as np
 import pytest
 from vllm.v1.kv_offload.base import LookupResult
 
-from bench.evidence.malloc_faults import faults_per_body
 from s3kv.errors import InvalidInputError
-from s3kv.vllm._io_process import (
-    HUNG_SECONDS,
-    LOOK_SECONDS,
-    MALLOC_DEFAULTS,
-    MMAP_THRESHOLD_BYTES,
-    IoProcessError,
-)
+from s3kv.vllm._io_process import HUNG_SECONDS, LOOK_SECONDS, MMAP_THRESHOLD_BYTES, IoProcessError
 from s3kv.worker.channel import Channel
 from tests.faults.proxy import FaultProxy, Request
 from tests.vllm import harness as h
@@ -145,30 +138,14 @@ def test_the_process_takes_large_bodies_from_its_heap_unless_the_operator_says_o
     make_tier: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # glibc maps every allocation over its threshold afresh (a page fault per 4 KiB, an
-    # unmap at free); the process raises it over awscrt's largest body (32 MiB), and its
-    # trim threshold with it (set by hand, glibc adapts neither) ...
+    # unmap at free); the process raises it over awscrt's largest body (32 MiB) ...
     tier = make_tier(h.primary_view()[0], h.spec())
     env = _environ(_io(tier).pid)
-    assert {k: env.get(k) for k in MALLOC_DEFAULTS} == MALLOC_DEFAULTS
     assert int(env["MALLOC_MMAP_THRESHOLD_"]) == MMAP_THRESHOLD_BYTES > 32 * 1024 * 1024
     # ... and an operator's own setting is theirs
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
     tier = make_tier(h.primary_view()[0], h.spec())
-    env = _environ(_io(tier).pid)
-    assert env["MALLOC_MMAP_THRESHOLD_"] == "1048576"
-    assert env["MALLOC_TRIM_THRESHOLD_"] == MALLOC_DEFAULTS["MALLOC_TRIM_THRESHOLD_"]
-
-
-@pytest.mark.parametrize("mib", [2, 8, 32])
-def test_with_the_process_settings_a_body_freed_and_made_again_faults_few_pages(mib: int) -> None:
-    # What the settings are for, on this machine's glibc: a body of a GET part's size,
-    # made on a thread as awscrt's are, reuses memory the last one freed. With the mmap
-    # threshold alone (as before the trim threshold) every page faulted again each time.
-    pages = mib * 256 * 3 // 2  # the body and one of half its size beside it
-    ours = faults_per_body(MALLOC_DEFAULTS, mib, rounds=20)
-    assert ours < pages / 10, f"{ours:.0f} faults a round for {pages} pages"
-    alone = {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD_BYTES)}
-    assert faults_per_body(alone, mib, rounds=20) > pages / 5  # what the trim threshold ends
+    assert _environ(_io(tier).pid)["MALLOC_MMAP_THRESHOLD_"] == "1048576"
 
 
 def test_rows_no_other_process_can_map_run_in_process(
