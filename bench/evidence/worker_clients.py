@@ -15,6 +15,9 @@ seconds and the process's CPU (every thread), so CPU per GiB.
   to its request, ranged parts for large blocks, bytes copied into the row as they come);
 * ``awscrt``: bare awscrt, one GET a block, each body chunk copied into its row, no check:
   the ceiling of awscrt through Python;
+* ``awscrt-file`` (asked by ``--clients``): bare awscrt writing each body into a file of
+  its own in /dev/shm in C (``recv_filepath``: no Python per part, no ``bytes``), then
+  ``preadv`` of that file into the row and the file removed, when the request ends;
 * ``obstore``: obstore (Rust's object_store, its own runtime), ``get_async`` then the
   body's bytes (no copy out of Rust) copied into the row, on asyncio;
 * ``pyarrow``: pyarrow's S3 filesystem (the AWS C++ SDK, as NIXL's obj tier), a file
@@ -22,7 +25,8 @@ seconds and the process's CPU (every thread), so CPU per GiB.
   (the GIL released while the SDK reads).
 
 Each client runs in two processes, the second pass in reverse order. Writes
-``worker-clients.json`` beside this file (``--quick``: a smoke run, nothing kept).
+``worker-clients.json`` beside this file (``--out``: another name; ``--quick``: a smoke
+run, nothing kept).
 """
 
 from __future__ import annotations
@@ -43,8 +47,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
-CLIENTS = ("s3kv", "awscrt", "obstore", "pyarrow")
+CLIENTS: tuple[str, ...] = ("s3kv", "awscrt", "obstore", "pyarrow")
+ALL_CLIENTS = (*CLIENTS, "awscrt-file")
 SHAPES = {"2 MiB": (2 << 20, 256), "8 MiB": (8 << 20, 64)}
+LOADED_BYTES = 512 << 20
 ROUNDS = 3
 IN_FLIGHT = 16
 
@@ -88,8 +94,10 @@ def _s3kv(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> Any
     return load
 
 
-def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> Any:
+def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview],
+            to_file: bool = False) -> Any:
     import ctypes
+    import tempfile
     import threading
 
     from awscrt import auth, http, io, s3
@@ -102,22 +110,33 @@ def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> A
                          tls_mode=s3.S3RequestTlsMode.DISABLED,
                          max_active_connections_override=IN_FLIGHT)
     host = a.url.split("://")[1]
+    spool = tempfile.mkdtemp(prefix="worker-clients-", dir="/dev/shm") if to_file else ""
 
     def load() -> None:
         slots, lock, idle, left = threading.Semaphore(IN_FLIGHT), threading.Lock(), \
             threading.Event(), [len(keys)]
         failed: list[Any] = []
         live: list[Any] = []
-        for key, row in zip(keys, rows):
+        for n, (key, row) in enumerate(zip(keys, rows)):
             slots.acquire()
             address = ctypes.addressof(ctypes.c_char.from_buffer(row))
+            path = f"{spool}/{n}"
 
             def on_body(chunk: bytes, offset: int, address: int = address, **_: Any) -> None:
                 ctypes.memmove(address + offset, chunk, len(chunk))
 
-            def on_done(error: Any = None, status_code: int | None = None, **_: Any) -> None:
+            def on_done(error: Any = None, status_code: int | None = None, row: Any = row,
+                        path: str = path, **_: Any) -> None:
                 if error is not None or (status_code or 0) >= 300:
                     failed.append(status_code or error)
+                elif to_file:  # the body awscrt wrote, into the row (GIL let go)
+                    fd = os.open(path, os.O_RDONLY)
+                    try:
+                        if os.preadv(fd, [row], 0) != len(row):
+                            failed.append(f"{path}: short")
+                    finally:
+                        os.close(fd)
+                        os.unlink(path)
                 slots.release()
                 with lock:
                     left[0] -= 1
@@ -126,13 +145,19 @@ def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> A
 
             request = http.HttpRequest("GET", f"/{a.bucket}/{key}",
                                        http.HttpHeaders([("Host", host)]))
-            live.append(client.make_request(type=s3.S3RequestType.GET_OBJECT, request=request,
-                                            on_body=on_body, on_done=on_done))
+            live.append(client.make_request(
+                type=s3.S3RequestType.GET_OBJECT, request=request, on_done=on_done,
+                on_body=None if to_file else on_body,
+                recv_filepath=path if to_file else None))
         idle.wait()
         if failed:
             raise SystemExit(f"awscrt: {failed[0]}")
 
     return load
+
+
+def _awscrt_file(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> Any:
+    return _awscrt(a, keys, rows, to_file=True)
 
 
 def _obstore(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> Any:
@@ -190,8 +215,8 @@ def child(a: argparse.Namespace) -> None:
         region = mmap.mmap(f.fileno(), a.size * a.blocks, mmap.MAP_SHARED)
     view = memoryview(region)
     rows = [view[i * a.size:(i + 1) * a.size] for i in range(a.blocks)]
-    load = {"s3kv": _s3kv, "awscrt": _awscrt, "obstore": _obstore,
-            "pyarrow": _pyarrow}[a.client](a, keys, rows)
+    load = {"s3kv": _s3kv, "awscrt": _awscrt, "awscrt-file": _awscrt_file,
+            "obstore": _obstore, "pyarrow": _pyarrow}[a.client](a, keys, rows)
     results = []
     for r in range(ROUNDS + 1):
         view[:] = bytes(len(view))  # zeroed: a row not loaded cannot pass its check
@@ -210,6 +235,7 @@ def child(a: argparse.Namespace) -> None:
 
 
 def main() -> int:
+    global CLIENTS
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="what")
     c = sub.add_parser("child")
@@ -219,17 +245,31 @@ def main() -> int:
     c.add_argument("--blocks", type=int, required=True)
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: a few small blocks, any machine, output not kept")
+    p.add_argument("--clients", default=",".join(CLIENTS),
+                   help=f"which, comma-separated, of {', '.join(ALL_CLIENTS)}")
+    p.add_argument("--block-mib", default="2,8",
+                   help="block sizes in MiB, comma-separated (512 MiB loaded at each)")
+    p.add_argument("--out", default="worker-clients.json",
+                   help="the JSON's name, written beside this script")
     a = p.parse_args()
     if a.what == "child":
         child(a)
         return 0
+    CLIENTS = tuple(a.clients.split(","))
+    if unknown := set(CLIENTS) - set(ALL_CLIENTS):
+        p.error(f"unknown clients {sorted(unknown)}: choose from {', '.join(ALL_CLIENTS)}")
+    if Path(a.out).name != a.out or not a.out.endswith(".json"):
+        p.error("--out is a file name ending in .json (written beside this script)")
+    SHAPES.clear()
+    for mib in (int(m) for m in a.block_mib.split(",")):
+        SHAPES[f"{mib} MiB"] = (mib << 20, LOADED_BYTES // (mib << 20))
     if a.quick:
         SHAPES.clear()
         SHAPES["256 KiB"] = (256 << 10, 8)
-    return parent(keep=not a.quick)
+    return parent(keep=not a.quick, out=a.out)
 
 
-def parent(*, keep: bool) -> int:
+def parent(*, keep: bool, out: str = "worker-clients.json") -> int:
     import statistics
 
     import boto3
@@ -298,11 +338,12 @@ def parent(*, keep: bool) -> int:
                 "cpu_s_per_gib": round(statistics.median(cpu), 3),
                 "cpu_s_per_gib_range": [round(min(cpu), 3), round(max(cpu), 3)]})
     doc = {"what": __doc__.split("\n\n")[0], "commit": commit,
+           "command": " ".join(["bench/evidence/worker_clients.py", *sys.argv[1:]]),
            "shapes": {k: {"block_bytes": v[0], "blocks": v[1]} for k, v in SHAPES.items()},
            "in_flight": IN_FLIGHT, "loads_per_process": ROUNDS, "processes_per_client": 2,
            "load_average_1m_at_start": round(load, 2), "summary": summary, "runs": runs}
     if keep:
-        (HERE / "worker-clients.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (HERE / out).write_text(json.dumps(doc, indent=1) + "\n")
     for row in summary:
         print(f"{row['shape']:6} {row['client']:8} {row['seconds']:6.3f} s "
               f"[{row['seconds_range'][0]:.3f}-{row['seconds_range'][1]:.3f}] "
