@@ -27,8 +27,13 @@ PART_BYTES = 8 * 1024 * 1024
 """awscrt's part size: its buffer pool keeps part-sized chunks for reuse, and serves a
 request of up to four parts from them (larger ones are allocated per request)."""
 
-MAX_REQUEST_BYTES = 4 * PART_BYTES
-"""A block larger than this is read as several ranged requests (each from the pool)."""
+MAX_REQUEST_BYTES = PART_BYTES
+"""A block larger than this is read as several ranged requests, each at most one part.
+awscrt hands a request's body to Python whole, as one new ``bytes``: at four parts a
+request, a 32 MiB body (just past the largest mmap threshold glibc adapts to) was a fresh
+mapping, faulted in page by page, for every block. Loading 512 MiB of 32 MiB blocks that
+way took 1.59 s of CPU per GiB against 1.03 for bare awscrt, which splits a GET into
+8 MiB parts itself (bench/evidence/worker-clients-file.json)."""
 
 
 def new_client(

@@ -1,5 +1,5 @@
 """How a load job is split: enough ranged parts to fill the connections, none too small,
-none larger than one pooled request."""
+none larger than one of awscrt's parts (each request's body reaches Python whole)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ MiB = 1 << 20
         (12, 32 * MiB, 4, 16),  # few large blocks: 48 parts of 8 MiB fill 44 connections
         (2, 32 * MiB, 8, 16),  # never below MIN_PART_BYTES (4 MiB)
         (1, 3 * MiB, 1, 44),  # too small to split
-        (200, 96 * MiB, 3, 16),  # never above one pooled request (32 MiB)
+        (32, 32 * MiB, 4, 16),  # a prompt's 32 MiB blocks: 8 MiB a request, never 32
+        (200, 96 * MiB, 12, 16),  # never above one awscrt part (8 MiB)
     ],
 )
 def test_a_job_fills_the_connections_in_parts_of_at_least_4_mib(
