@@ -19,7 +19,10 @@ Its runs so far:
   MD5 taken on the transfer's pool instead of on awscrt's event loop;
 * io-process-trim.json: ``--before c4d0b30 --after f81f6f8``, the I/O process's trim
   threshold at 256 MiB beside its mmap threshold: no difference beyond the rounds'
-  spread, so it was not kept.
+  spread, so it was not kept;
+* load-parts.json: ``--before 7217048 --after b8aced5``, a load's ranged requests at most
+  one awscrt part (8 MiB): in the I/O process, whose mmap threshold already kept 32 MiB
+  bodies on the heap, within the rounds' spread.
 """
 
 from __future__ import annotations

@@ -32,8 +32,11 @@ MAX_REQUEST_BYTES = PART_BYTES
 awscrt hands a request's body to Python whole, as one new ``bytes``: at four parts a
 request, a 32 MiB body (just past the largest mmap threshold glibc adapts to) was a fresh
 mapping, faulted in page by page, for every block. Loading 512 MiB of 32 MiB blocks that
-way took 1.59 s of CPU per GiB against 1.03 for bare awscrt, which splits a GET into
-8 MiB parts itself (bench/evidence/worker-clients-file.json)."""
+way took 1.592 s of CPU per GiB against 1.03 for bare awscrt, which splits a GET into
+8 MiB parts itself (bench/evidence/worker-clients-file.json); at one part a request,
+1.053 against its 0.97, and 0.782 s against its 0.806 (worker-clients-parts.json). The
+tier's I/O process, whose mmap threshold kept such bodies on the heap, is unchanged by
+it (load-parts.json)."""
 
 
 def new_client(
