@@ -8,7 +8,11 @@ import os
 import resource
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,40 @@ def quiet_start(patience: float = 600.0) -> float:
     the start, which the JSON records."""
     record = trust.gate(argparse.Namespace(wait_quiet=patience, force_loaded=False))
     return float(record["load_average_1m"])
+
+
+@contextmanager
+def trees(root: Path, before: str, after: str = "") -> Iterator[dict[str, Path]]:
+    """The s3kv trees a before/after run compares: ``before`` (a commit, checked out in a
+    temporary worktree) and ``after`` (``root`` as it is, or the commit ``after`` names),
+    each with its modules compiled (no run compiles them in its own processes). The
+    worktrees are removed at the end."""
+    with tempfile.TemporaryDirectory() as tmp:
+        found = {"before": Path(tmp) / "before", "after": root}
+        if after:
+            found["after"] = Path(tmp) / "after"
+        made = []
+        try:
+            for name, commit in (("before", before), ("after", after)):
+                if commit:
+                    subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach",
+                                    str(found[name]), commit], check=True,
+                                   capture_output=True)  # fmt: skip
+                    made.append(found[name])
+            for tree in found.values():
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "s3kv")],
+                               check=True)  # fmt: skip
+            yield found
+        finally:
+            for tree in made:
+                subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force",
+                                str(tree)], check=False)  # fmt: skip
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    """Median, min and max, rounded to 3 places, as the before/after JSONs keep them."""
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3)}  # fmt: skip
 
 
 def cpu_of(pid: int) -> float:

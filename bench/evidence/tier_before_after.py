@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,11 +57,6 @@ def run(source: Path, out: Path, rounds: int, block_tokens: str) -> list[dict]:
     return [r for r in json.loads(out.read_text())["rows"] if r.get("who") == "s3kv"]
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
-            "max": round(max(values), 3)}  # fmt: skip
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", required=True, help="the commit to compare this tree with")
@@ -79,41 +73,23 @@ def main() -> None:
     args = parser.parse_args()
     if Path(args.out).name != args.out or not args.out.endswith(".json"):
         parser.error("--out is a file name ending in .json (it is written beside this script)")
-    from bench.evidence._rounds import quiet_start
+    from bench.evidence._rounds import quiet_start, summary, trees
     from bench.lib import trust
 
     load = quiet_start(args.wait_quiet)
     runs: dict[str, dict[int, dict[str, list[float]]]] = {"before": {}, "after": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        trees = {"before": Path(tmp) / "before", "after": ROOT}
-        if args.after:
-            trees["after"] = Path(tmp) / "after"
-        made = []
-        try:
-            for name, commit in (("before", args.before), ("after", args.after)):
-                if commit:
-                    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
-                                    str(trees[name]), commit], check=True,
-                                   capture_output=True)  # fmt: skip
-                    made.append(trees[name])
-            for tree in trees.values():  # no tree compiles its modules in every process
-                subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "s3kv")],
-                               check=True)  # fmt: skip
-            for i in range(args.rounds):
-                order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
-                for name in order:
-                    for row in run(trees[name], Path(tmp) / f"{name}-{i}.json", args.per_run,
-                                   args.block_tokens):
-                        cell = runs[name].setdefault(row["block_tokens"], {f: [] for f in FIELDS})
-                        cell["load_s"] += row["load_s_runs"]
-                        cell["store_s"] += row["store_s_runs"]
-                        cell["load_cpu_s_per_gib"] += row["load_cpu_s_per_gib_runs"]
-                        cell["store_cpu_s_per_gib"] += row["store_cpu_s_per_gib_runs"]
-                    print(f"round {i + 1}: {name} done", flush=True)
-        finally:
-            for tree in made:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                str(tree)], check=False)  # fmt: skip
+    with trees(ROOT, args.before, args.after) as tree, tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.rounds):
+            order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
+            for name in order:
+                for row in run(tree[name], Path(tmp) / f"{name}-{i}.json", args.per_run,
+                               args.block_tokens):
+                    cell = runs[name].setdefault(row["block_tokens"], {f: [] for f in FIELDS})
+                    cell["load_s"] += row["load_s_runs"]
+                    cell["store_s"] += row["store_s_runs"]
+                    cell["load_cpu_s_per_gib"] += row["load_cpu_s_per_gib_runs"]
+                    cell["store_cpu_s_per_gib"] += row["store_cpu_s_per_gib_runs"]
+                print(f"round {i + 1}: {name} done", flush=True)
     doc = {
         "what": args.what,
         "command": (f"bench/evidence/tier_before_after.py --before {args.before} "

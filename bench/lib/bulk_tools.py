@@ -154,7 +154,12 @@ def command(tool: str, direction: str, endpoint: Endpoint, local: str, bucket: s
         name = "rclone"
     else:
         raise ValueError(f"unknown tool {tool!r}; known: {', '.join(TOOLS)}")
-    return Invocation([exe, *args], env, _typed(env, args, name))
+    typed = _typed(env, args, name)
+    if tool == "s3kv" and os.environ.get("PYTHONPATH"):
+        # a before/after run (bench/evidence/push_before_after.py) times the s3kv tree on
+        # its PYTHONPATH, ahead of the venv's editable install
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return Invocation([exe, *args], env, typed)
 
 
 def typed_template(tool: str, direction: str, endpoint: Endpoint) -> str:

@@ -1,0 +1,107 @@
+"""``s3kv push`` and ``pull`` before and after a change: the same copies, each tree in turn.
+
+    .venv/bin/python bench/evidence/push_before_after.py --before COMMIT --out NAME.json \
+        --what "what the change is"     # quiet machine, about 15 minutes
+
+``--before`` is a commit of s3kv (checked out in a temporary worktree); ``after`` is this
+tree, or the commit ``--after`` names. Each round runs bench/bench_bulk.py (s3kv only,
+Ceph RGW over loopback HTTP, caches of 256 KiB and 32 MiB blocks unless ``--caches``
+says otherwise) once with each tree's s3kv, in alternating order; the table is medians
+over the rounds' pushes and pulls, wall and CPU seconds of the whole ``s3kv`` process,
+with min-max. Writes NAME.json beside this file.
+
+Its runs so far:
+
+* push-prep-off-loop.json: ``--before 558615d``, a pushed file opened, mapped and
+  checksummed (its MD5 too, on Ceph RGW 16) on the sync's pool instead of on awscrt's
+  event loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+FIELDS = ("seconds", "cpu_s")
+
+
+def run(source: Path, out: Path, rounds: int, caches: str) -> list[dict]:
+    env = {**os.environ, "PYTHONPATH": str(source)}
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_bulk.py"), "--tools", "s3kv",
+         "--links", "rgw-http", "--caches", caches, "--writer", "s3kv", "--rounds", str(rounds),
+         "--warmup", "1", "--force-loaded", "--json", str(out)],
+        check=True, env=env, stdout=subprocess.DEVNULL,  # its log (stderr) shows progress
+    )  # fmt: skip
+    return [r for r in json.loads(out.read_text())["runs"]
+            if r["tool"] == "s3kv" and not r["warmup"] and "error" not in r]  # fmt: skip
+
+
+def label(block_bytes: int) -> str:
+    return f"{block_bytes >> 10} KiB" if block_bytes < 1 << 20 else f"{block_bytes >> 20} MiB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", required=True, help="the commit to compare this tree with")
+    parser.add_argument("--after", default="",
+                        help="the commit measured as after (default: this tree, as it is)")
+    parser.add_argument("--out", required=True, help="the JSON's name, beside this script")
+    parser.add_argument("--what", required=True, help="what the change is, for the JSON")
+    parser.add_argument("--caches", default="256K:256M,32M:512M",
+                        help="BLOCK:TOTAL of each cache (bench_bulk.py's --caches)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--per-run", type=int, default=2, help="bench rounds per run")
+    parser.add_argument("--wait-quiet", type=float, default=600.0,
+                        help="wait up to this long for the load average to drop under 1")
+    args = parser.parse_args()
+    if Path(args.out).name != args.out or not args.out.endswith(".json"):
+        parser.error("--out is a file name ending in .json (it is written beside this script)")
+    from bench.evidence._rounds import quiet_start, summary, trees
+    from bench.lib import trust
+
+    load = quiet_start(args.wait_quiet)
+    runs: dict[str, dict[tuple[int, str], dict[str, list[float]]]] = {"before": {}, "after": {}}
+    with trees(ROOT, args.before, args.after) as tree, tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.rounds):
+            order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
+            for name in order:
+                for row in run(tree[name], Path(tmp) / f"{name}-{i}.json", args.per_run,
+                               args.caches):
+                    cell = runs[name].setdefault((row["block_bytes"], row["direction"]),
+                                                 {f: [] for f in FIELDS})
+                    for f in FIELDS:
+                        cell[f].append(row[f])
+                print(f"round {i + 1}: {name} done", flush=True)
+    doc = {
+        "what": args.what,
+        "command": (f"bench/evidence/push_before_after.py --before {args.before} "
+                    + (f"--after {args.after} " if args.after else "") +
+                    f"--caches {args.caches} --out {args.out} --what {args.what!r}"),
+        "after": args.after or trust.commit(),
+        "load_average_at_start": load,
+        "before": args.before,
+        "rows": {
+            name: {f"{label(size)} {direction}": {f: summary(v) for f, v in cell.items()}
+                   for (size, direction), cell in sorted(cells.items())}
+            for name, cells in runs.items()
+        },
+    }
+    (HERE / args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"{'copy':>14} {'':>7} " + " ".join(f"{f:>22}" for f in FIELDS))
+    for name, cells in doc["rows"].items():
+        for copy, cell in cells.items():
+            print(f"{copy:>14} {name:>7} " + " ".join(
+                f"{c['median']:>8.3f} ({c['min']:.2f}-{c['max']:.2f})" for c in cell.values()))
+
+
+if __name__ == "__main__":
+    main()
