@@ -12,9 +12,12 @@ with min-max. Writes NAME.json beside this file.
 
 Its runs so far:
 
-* push-prep-off-loop.json: ``--before 558615d``, a pushed file opened, mapped and
-  checksummed (its MD5 too, on Ceph RGW 16) on the sync's pool instead of on awscrt's
-  event loop.
+* push-prep-on-pool.json: ``--before 7ba7ea3 --after db3e6e4`` (a trial commit, not
+  kept), a pushed file opened, mapped and checksummed (its MD5 too, on Ceph RGW 16) on
+  the sync's pool instead of on the sync's thread (every block is a job of its own,
+  started there as a slot frees; not on awscrt's event loop): pushes slower, 3.635 s
+  (3.42-4.29) against 3.175 s (3.10-8.49) at 256 KiB, 2.98 s (2.93-3.61) against
+  2.884 s (2.77-2.99) at 8 MiB, and more CPU at both, so it was undone.
 """
 
 from __future__ import annotations

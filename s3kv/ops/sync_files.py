@@ -34,7 +34,7 @@ from s3kv.stores import ObjectInfo, PutOptions, Store
 from s3kv.stores.base import Cancel, Staged
 from s3kv.stores.errors import from_os_error
 from s3kv.stores.memory import mapped
-from s3kv.transfers.jobs import BlockResult, Done, on_pool, submit_on_pool
+from s3kv.transfers.jobs import BlockResult, Done, on_pool
 from s3kv.transfers.transfer import BLOCK_TAGS
 from s3kv.transfers.writes import landed, write_id
 
@@ -135,30 +135,17 @@ class PushAttempt:
         self.options = PutOptions()
 
     def start(self, done: Done) -> Cancel:
-        finished = done.guard(lambda created, error: self._put(done, created, error))
-        if self.dst.can_submit(self.size):
-            # The file is opened and mapped, its checksum (and an MD5, on stores that echo
-            # none) taken on the pool: the completion that starts it runs on the client's
-            # event loop, whose other connections would wait.
-            def submit() -> Cancel:
-                options = self._prepared()
-                return self.dst.submit_put(self.dst_key, self.view, options, finished,
-                                           path=self.path)
-
-            return submit_on_pool(self.pool, submit, done)
-
-        def put() -> bool:
-            options = self._prepared()
-            return self.dst.put_from_path(self.dst_key, self.path, self.size, options)
-
-        return on_pool(self.pool, put, finished)
-
-    def _prepared(self) -> PutOptions:
-        """The write's options, the file opened and mapped at its first start; a retry
-        sends the same bytes, with the same checksum and write token."""
         if self.held is None:
             self._hold()
-        return self.options
+        finished = done.guard(lambda created, error: self._put(done, created, error))
+        if self.dst.can_submit(self.size):
+            return self.dst.submit_put(self.dst_key, self.view, self.options, finished,
+                                       path=self.path)
+        return on_pool(
+            self.pool,
+            lambda: self.dst.put_from_path(self.dst_key, self.path, self.size, self.options),
+            finished,
+        )
 
     def _hold(self) -> None:
         held = ExitStack()

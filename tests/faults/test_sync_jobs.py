@@ -1,23 +1,21 @@
 """push and pull (s3kv.ops.sync_files): every block a job whose completion counts it.
 
-On awscrt no thread waits for a block: the requests of a push or a pull are submitted and
-in flight together, and no block's blocking request (``put_from_path``, ``get_to_path``)
-holds a thread of the sync's pool (it held one per request in flight: 32 threads handing
-the GIL back and forth). The pool only prepares a pushed block (its file opened and
-mapped, its checksum taken), off awscrt's event loop. On botocore, which cannot submit,
-the blocking requests run on that pool as before.
+On awscrt no thread waits for a block: the requests of a push or a pull are in flight
+together while the sync's thread pool starts no thread for them (it started one per
+request in flight: 32 threads handing the GIL back and forth). On botocore, which cannot
+submit, the blocking requests run on that pool as before.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from s3kv.ops.sync import sync
-from s3kv.stores.base import Store
-from s3kv.stores.crt import CrtS3Store
+from s3kv.progress import Progress
 from tests.faults.conftest import settings, write_tree
 from tests.faults.proxy import FaultProxy
 
@@ -25,39 +23,36 @@ pytestmark = pytest.mark.integration
 BLOCKS = 48
 
 
+def pool_threads() -> int:
+    return sum(t.name.startswith("s3kv-sync") for t in threading.enumerate())
+
+
 def slow_blocks(request: Any) -> str | None:
     return "slow" if request.is_block else None
 
 
 def test_a_push_and_a_pull_keep_their_requests_in_flight_with_no_thread_per_block(
-    tmp_path: Path, moto_server: str, bucket: str, data_path: str,
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, moto_server: str, bucket: str, data_path: str
 ) -> None:
     write_tree(tmp_path / "src", BLOCKS)
     url = f"s3://{bucket}/kv"
-    blocking: list[str] = []  # a thread held for the whole of one block's request
-    for cls in (Store, CrtS3Store):
-        for name in ("put_from_path", "get_to_path"):
-            real = cls.__dict__[name]
+    seen: list[int] = []
 
-            def held(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
-                blocking.append(_name)
-                return _real(*args, **kwargs)
+    def sample(_: Progress) -> None:
+        seen.append(pool_threads())
 
-            monkeypatch.setattr(cls, name, held)
     for source, destination in ((tmp_path / "src", url), (url, tmp_path / "dst")):
         with FaultProxy(moto_server, slow_blocks, delay=0.05) as proxy:
             s = settings(proxy.url, data_path, concurrency=16)
-            report = sync(source, destination, settings=s)
+            report = sync(source, destination, settings=s, on_progress=sample)
             connections = len(proxy.connections)
         assert report.copied == BLOCKS and report.failed == 0, report.failures
         assert connections >= 8  # the blocks' requests overlapped
+    assert seen
     if data_path == "crt":
-        assert blocking == []  # every block's request submitted
+        assert max(seen) <= 1, seen  # a manifest's copy, at most
     else:
-        # botocore blocks a thread per request
-        assert sorted(set(blocking)) == ["get_to_path", "put_from_path"]
-        assert len(blocking) == 2 * BLOCKS
+        assert max(seen) > 1, seen  # botocore blocks a thread per request
     copied = sorted(p.relative_to(tmp_path / "dst") for p in (tmp_path / "dst").rglob("*"))
     assert copied == sorted(p.relative_to(tmp_path / "src") for p in (tmp_path / "src").rglob("*"))
     assert not list((tmp_path / "dst").rglob("*.tmp"))
@@ -97,30 +92,27 @@ def test_ctrl_c_inside_a_blocks_start_stops_the_sync_and_leaves_no_temp_file(
     started is the command's interrupt, not that block's failure: the sync stops and
     says so (it was caught as the block's 'unexpected KeyboardInterrupt' and the copy
     went on), the other blocks end, no temp file is left."""
-    import s3kv.ops.sync_files as sync_files
     from s3kv.stores import LocalStore
+    from s3kv.stores.crt import CrtS3Store
 
     write_tree(tmp_path / "src", 12)
     url = f"s3://{bucket}/kv"
     s = settings(moto_server, "crt")
-    # what start() does on the thread that asks: a pull stages its temp file; a push
-    # hands its block to the pool (which opens, maps and checksums it, then sends)
-    owner: Any
     if direction == "pull":
         assert sync(tmp_path / "src", url, settings=s).copied == 12
-        owner, name, source, destination = LocalStore, "stage", url, tmp_path / "dst"
+        cls, name, source, destination = LocalStore, "stage", url, tmp_path / "dst"
     else:
-        owner, name, source, destination = sync_files, "submit_on_pool", tmp_path / "src", url
-    real = getattr(owner, name)
+        cls, name, source, destination = CrtS3Store, "submit_put", tmp_path / "src", url
+    real = getattr(cls, name)
     calls: list[int] = []
 
-    def interrupted(*args: Any, **kwargs: Any) -> Any:
+    def interrupted(self: Any, *args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == 5:
             raise KeyboardInterrupt
-        return real(*args, **kwargs)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(owner, name, interrupted)
+    monkeypatch.setattr(cls, name, interrupted)
     with pytest.raises(KeyboardInterrupt):
         sync(source, destination, settings=s)
     assert len(calls) == 5  # nothing started after the interrupt

@@ -4,8 +4,10 @@ On the awscrt data path a block's completion (on awscrt's event-loop thread) sta
 next block of the job. What a write takes before its request goes out, its checksum
 and, on a store that echoes no checksum (moto, Ceph RGW 16), the MD5 its answer is
 checked by, then ran on that thread: about 55 ms of one core for a 32 MiB block, while
-every other connection of that loop waited. It runs on the transfer's pool instead (a
-push's file is opened and mapped there too).
+every other connection of that loop waited. The Uploader prepares it on the transfer's
+pool instead. ``s3kv push`` makes every block a job of its own, started by the sync's
+thread as a slot frees, so its files are opened, mapped and checksummed there (moving
+that to the pool was measured slower: bench/evidence/push-prep-on-pool.json).
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def test_a_pushed_files_checksum_and_md5_never_run_on_the_clients_event_loop(
     bucket = _bucket_name()
     _s3_client(moto_server).create_bucket(Bucket=bucket)
     where = watch(monkeypatch)
-    # a window of 2: 22 of the 24 files are started by a completion
+    # two in flight: 22 of the 24 files are started as another one's completion frees a slot
     settings = S3Settings.resolve(endpoint_url=moto_server, data_path="crt", concurrency=2)
     report = sync(tmp_path / "cache", f"s3://{bucket}/kv", settings=settings)
     assert report.copied == 24 and report.failed == 0, report.failures
