@@ -345,3 +345,19 @@ def test_a_saved_json_prints_its_table_without_measuring(tmp_path: Path,
     saved.write_text(json.dumps(doc()))
     assert bench_bulk.main(["--table", str(saved)]) == 0
     assert capsys.readouterr().out.strip() == report.markdown(doc())
+
+
+def test_a_before_after_run_times_the_s3kv_tree_on_its_pythonpath_and_no_other_tool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bench/evidence/push_before_after.py runs bench_bulk.py with PYTHONPATH set to the
+    tree it times: s3kv's child gets it (ahead of the venv's editable install), the other
+    tools do not, and the command shown to operators leaves it out."""
+    monkeypatch.setenv("PYTHONPATH", "/tmp/before")
+    s3kv = tools.command("s3kv", "push", HTTP, "/c", "b", "s3kv")
+    assert s3kv.env["PYTHONPATH"] == "/tmp/before"
+    assert "PYTHONPATH" not in s3kv.typed
+    for tool in tools.TOOLS[1:]:
+        assert "PYTHONPATH" not in tools.command(tool, "push", HTTP, "/c", "b", tool).env
+    monkeypatch.delenv("PYTHONPATH")
+    assert "PYTHONPATH" not in tools.command("s3kv", "push", HTTP, "/c", "b", "s3kv").env
