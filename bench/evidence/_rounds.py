@@ -4,6 +4,7 @@ and medians with their ranges over the counted rounds."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -60,6 +61,61 @@ def summary(values: list[float]) -> dict[str, float]:
     return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
             "max": round(max(values), 3)}  # fmt: skip
 
+
+
+def before_after_parser(description: str) -> argparse.ArgumentParser:
+    """The options every before/after run takes (its own are added by the caller)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--before", required=True, help="the commit to compare this tree with")
+    parser.add_argument("--after", default="",
+                        help="the commit measured as after (default: this tree, as it is)")
+    parser.add_argument("--out", required=True, help="the JSON's name, beside this script")
+    parser.add_argument("--what", required=True, help="what the change is, for the JSON")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--per-run", type=int, default=2, help="bench rounds per run")
+    parser.add_argument("--wait-quiet", type=float, default=600.0,
+                        help="wait up to this long for the load average to drop under 1")
+    return parser
+
+
+def parse_before_after(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    args = parser.parse_args()
+    if Path(args.out).name != args.out or not args.out.endswith(".json"):
+        parser.error("--out is a file name ending in .json (it is written beside this script)")
+    return args
+
+
+def alternating(root: Path, args: argparse.Namespace) -> Iterator[tuple[str, Path, Path]]:
+    """Each round's runs, ``(name, tree, scratch JSON path)``, before and after in turn,
+    the order alternating by round; the trees and scratch files exist while iterating."""
+    with trees(root, args.before, args.after) as tree, tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.rounds):
+            for name in (["before", "after"] if i % 2 == 0 else ["after", "before"]):
+                yield name, tree[name], Path(tmp) / f"{name}-{i}.json"
+                print(f"round {i + 1}: {name} done", flush=True)
+
+
+def write_before_after(path: Path, args: argparse.Namespace, command: str, load: float,
+                       runs: dict[str, dict[str, dict[str, list[float]]]]) -> None:
+    """The JSON of a before/after run (``runs``: tree, then cell label, then field, its
+    values) at ``path``, and its table printed."""
+    doc = {
+        "what": args.what,
+        "command": command,
+        "after": args.after or trust.commit(),
+        "load_average_at_start": load,
+        "before": args.before,
+        "rows": {name: {label: {f: summary(v) for f, v in cell.items()}
+                        for label, cell in cells.items()}
+                 for name, cells in runs.items()},
+    }  # fmt: skip
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    fields = list(next(iter(runs["before"].values())))
+    print(f"{'cell':>14} {'':>7} " + " ".join(f"{f:>22}" for f in fields))
+    for name, cells in doc["rows"].items():
+        for label, cell in cells.items():
+            print(f"{label:>14} {name:>7} " + " ".join(
+                f"{c['median']:>8.3f} ({c['min']:.2f}-{c['max']:.2f})" for c in cell.values()))
 
 def cpu_of(pid: int) -> float:
     """CPU seconds (user + system) process ``pid`` has used so far, from /proc."""

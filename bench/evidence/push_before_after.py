@@ -22,12 +22,10 @@ Its runs so far:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,57 +51,27 @@ def label(block_bytes: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", required=True, help="the commit to compare this tree with")
-    parser.add_argument("--after", default="",
-                        help="the commit measured as after (default: this tree, as it is)")
-    parser.add_argument("--out", required=True, help="the JSON's name, beside this script")
-    parser.add_argument("--what", required=True, help="what the change is, for the JSON")
+    from bench.evidence import _rounds as rounds
+
+    parser = rounds.before_after_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--caches", default="256K:256M,32M:512M",
                         help="BLOCK:TOTAL of each cache (bench_bulk.py's --caches)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
-    parser.add_argument("--per-run", type=int, default=2, help="bench rounds per run")
-    parser.add_argument("--wait-quiet", type=float, default=600.0,
-                        help="wait up to this long for the load average to drop under 1")
-    args = parser.parse_args()
-    if Path(args.out).name != args.out or not args.out.endswith(".json"):
-        parser.error("--out is a file name ending in .json (it is written beside this script)")
-    from bench.evidence._rounds import quiet_start, summary, trees
-    from bench.lib import trust
-
-    load = quiet_start(args.wait_quiet)
+    args = rounds.parse_before_after(parser)
+    load = rounds.quiet_start(args.wait_quiet)
     runs: dict[str, dict[tuple[int, str], dict[str, list[float]]]] = {"before": {}, "after": {}}
-    with trees(ROOT, args.before, args.after) as tree, tempfile.TemporaryDirectory() as tmp:
-        for i in range(args.rounds):
-            order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
-            for name in order:
-                for row in run(tree[name], Path(tmp) / f"{name}-{i}.json", args.per_run,
-                               args.caches):
-                    cell = runs[name].setdefault((row["block_bytes"], row["direction"]),
-                                                 {f: [] for f in FIELDS})
-                    for f in FIELDS:
-                        cell[f].append(row[f])
-                print(f"round {i + 1}: {name} done", flush=True)
-    doc = {
-        "what": args.what,
-        "command": (f"bench/evidence/push_before_after.py --before {args.before} "
-                    + (f"--after {args.after} " if args.after else "") +
-                    f"--caches {args.caches} --out {args.out} --what {args.what!r}"),
-        "after": args.after or trust.commit(),
-        "load_average_at_start": load,
-        "before": args.before,
-        "rows": {
-            name: {f"{label(size)} {direction}": {f: summary(v) for f, v in cell.items()}
-                   for (size, direction), cell in sorted(cells.items())}
-            for name, cells in runs.items()
-        },
-    }
-    (HERE / args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"{'copy':>14} {'':>7} " + " ".join(f"{f:>22}" for f in FIELDS))
-    for name, cells in doc["rows"].items():
-        for copy, cell in cells.items():
-            print(f"{copy:>14} {name:>7} " + " ".join(
-                f"{c['median']:>8.3f} ({c['min']:.2f}-{c['max']:.2f})" for c in cell.values()))
+    for name, tree, scratch in rounds.alternating(ROOT, args):
+        for row in run(tree, scratch, args.per_run, args.caches):
+            cell = runs[name].setdefault((row["block_bytes"], row["direction"]),
+                                         {f: [] for f in FIELDS})
+            for f in FIELDS:
+                cell[f].append(row[f])
+    command = (f"bench/evidence/push_before_after.py --before {args.before} "
+               + (f"--after {args.after} " if args.after else "")
+               + f"--caches {args.caches} --out {args.out} --what {args.what!r}")
+    rounds.write_before_after(HERE / args.out, args, command, load, {
+        name: {f"{label(size)} {direction}": cell
+               for (size, direction), cell in sorted(cells.items())}
+        for name, cells in runs.items()})  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -31,12 +31,10 @@ Its runs so far:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -58,59 +56,25 @@ def run(source: Path, out: Path, rounds: int, block_tokens: str) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", required=True, help="the commit to compare this tree with")
-    parser.add_argument("--after", default="",
-                        help="the commit measured as after (default: this tree, as it is)")
-    parser.add_argument("--out", required=True, help="the JSON's name, beside this script")
-    parser.add_argument("--what", required=True, help="what the change is, for the JSON")
+    from bench.evidence import _rounds as rounds
+
+    parser = rounds.before_after_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--block-tokens", default="256,64",
                         help="tokens per block (128 KiB each): 256,64 is 32 and 8 MiB")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
-    parser.add_argument("--per-run", type=int, default=2, help="bench rounds per run")
-    parser.add_argument("--wait-quiet", type=float, default=600.0,
-                        help="wait up to this long for the load average to drop under 1")
-    args = parser.parse_args()
-    if Path(args.out).name != args.out or not args.out.endswith(".json"):
-        parser.error("--out is a file name ending in .json (it is written beside this script)")
-    from bench.evidence._rounds import quiet_start, summary, trees
-    from bench.lib import trust
-
-    load = quiet_start(args.wait_quiet)
+    args = rounds.parse_before_after(parser)
+    load = rounds.quiet_start(args.wait_quiet)
     runs: dict[str, dict[int, dict[str, list[float]]]] = {"before": {}, "after": {}}
-    with trees(ROOT, args.before, args.after) as tree, tempfile.TemporaryDirectory() as tmp:
-        for i in range(args.rounds):
-            order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
-            for name in order:
-                for row in run(tree[name], Path(tmp) / f"{name}-{i}.json", args.per_run,
-                               args.block_tokens):
-                    cell = runs[name].setdefault(row["block_tokens"], {f: [] for f in FIELDS})
-                    cell["load_s"] += row["load_s_runs"]
-                    cell["store_s"] += row["store_s_runs"]
-                    cell["load_cpu_s_per_gib"] += row["load_cpu_s_per_gib_runs"]
-                    cell["store_cpu_s_per_gib"] += row["store_cpu_s_per_gib_runs"]
-                print(f"round {i + 1}: {name} done", flush=True)
-    doc = {
-        "what": args.what,
-        "command": (f"bench/evidence/tier_before_after.py --before {args.before} "
-                    + (f"--after {args.after} " if args.after else "") +
-                    f"--block-tokens {args.block_tokens} --out {args.out} "
-                    f"--what {args.what!r}"),
-        "after": args.after or trust.commit(),
-        "load_average_at_start": load,
-        "before": args.before,
-        "rows": {
-            name: {f"{tokens * 128 // 1024} MiB": {f: summary(v) for f, v in cell.items()}
-                   for tokens, cell in sorted(cells.items())}
-            for name, cells in runs.items()
-        },
-    }
-    (HERE / args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"{'block':>7} {'':>7} " + " ".join(f"{f:>22}" for f in FIELDS))
-    for name, cells in doc["rows"].items():
-        for block, cell in cells.items():
-            print(f"{block:>7} {name:>7} " + " ".join(
-                f"{c['median']:>8.3f} ({c['min']:.2f}-{c['max']:.2f})" for c in cell.values()))
+    for name, tree, scratch in rounds.alternating(ROOT, args):
+        for row in run(tree, scratch, args.per_run, args.block_tokens):
+            cell = runs[name].setdefault(row["block_tokens"], {f: [] for f in FIELDS})
+            for f in FIELDS:
+                cell[f] += row[f"{f}_runs"]
+    command = (f"bench/evidence/tier_before_after.py --before {args.before} "
+               + (f"--after {args.after} " if args.after else "")
+               + f"--block-tokens {args.block_tokens} --out {args.out} --what {args.what!r}")
+    rounds.write_before_after(HERE / args.out, args, command, load, {
+        name: {f"{tokens * 128 // 1024} MiB": cell for tokens, cell in sorted(cells.items())}
+        for name, cells in runs.items()})  # fmt: skip
 
 
 if __name__ == "__main__":
