@@ -67,12 +67,15 @@ HEALTHY_SECONDS = 60.0
 KILL_WAIT_SECONDS = 10.0
 MMAP_THRESHOLD_BYTES = 64 * 1024 * 1024
 """glibc's ``M_MMAP_THRESHOLD`` in the I/O process (``MALLOC_MMAP_THRESHOLD_``, unless the
-environment sets its own). awscrt hands each GET part's body to Python as a new ``bytes``
-of the part's size, up to 32 MiB; glibc's own threshold stops rising at 32 MiB, so each
-such body was a fresh mapping, faulted in page by page and unmapped when freed. From the
-heap it reuses memory already mapped: a 1 GiB load of 32 MiB blocks on Ceph RGW took
-2.29 s instead of 2.77 s and 1.68 s of CPU per GiB instead of 2.22 (medians,
-bench/evidence/io-process-malloc.json)."""
+environment sets its own). awscrt hands each GET request's body to Python as a new
+``bytes``. When a request was up to 32 MiB, where glibc's own threshold stops rising,
+each such body was a fresh mapping, faulted in page by page and unmapped when freed;
+from the heap it reuses memory already mapped: a 1 GiB load of 32 MiB blocks on Ceph RGW
+took 2.29 s instead of 2.77 s and 1.68 s of CPU per GiB instead of 2.22 (medians,
+bench/evidence/io-process-malloc.json). Requests are at most 8 MiB now
+(``crt_client.MAX_REQUEST_BYTES``), within glibc's adaptive range, yet without this
+setting loads were still slower: 2.12 s against 1.866 s with 8 MiB blocks, at 1.418
+against 1.238 s of CPU per GiB (bench/evidence/io-process-no-mmap-threshold.json)."""
 LOOK_SECONDS = 0.05
 """With the doorbell silent, how often the socket is read anyway (a process that ended
 says so only there, by the end of its stream)."""
