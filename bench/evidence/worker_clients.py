@@ -96,6 +96,7 @@ def _s3kv(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> Any
 
 def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview],
             to_file: bool = False) -> Any:
+    import atexit
     import ctypes
     import tempfile
     import threading
@@ -111,6 +112,8 @@ def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview],
                          max_active_connections_override=IN_FLIGHT)
     host = a.url.split("://")[1]
     spool = tempfile.mkdtemp(prefix="worker-clients-", dir="/dev/shm") if to_file else ""
+    if spool:  # each body's file is removed as its request ends; the folder at exit
+        atexit.register(os.rmdir, spool)
 
     def load() -> None:
         slots, lock, idle, left = threading.Semaphore(IN_FLIGHT), threading.Lock(), \
