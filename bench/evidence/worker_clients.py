@@ -18,6 +18,12 @@ seconds and the process's CPU (every thread), so CPU per GiB.
 * ``awscrt-file`` (asked by ``--clients``): bare awscrt writing each body into a file of
   its own in /dev/shm in C (``recv_filepath``: no Python per part, no ``bytes``), then
   ``preadv`` of that file into the row and the file removed, when the request ends;
+* ``awscrt-position`` (asked by ``--clients``; needs awscrt patched with
+  ``awscrt-recv-file-position.patch`` beside this script, which passes aws-c-s3's own
+  ``recv_file_option``/``recv_file_position`` through the Python binding): bare awscrt
+  writing each body into its row of the region's file in C (``pwrite`` at the row's
+  offset, through ``/proc/self/fd``: no Python per part, no ``bytes``, no spool), then the
+  row's CRC32C taken, as s3kv's check would, when the request ends;
 * ``obstore``: obstore (Rust's object_store, its own runtime), ``get_async`` then the
   body's bytes (no copy out of Rust) copied into the row, on asyncio;
 * ``pyarrow``: pyarrow's S3 filesystem (the AWS C++ SDK, as NIXL's obj tier), a file
@@ -48,7 +54,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
 CLIENTS: tuple[str, ...] = ("s3kv", "awscrt", "obstore", "pyarrow")
-ALL_CLIENTS = (*CLIENTS, "awscrt-file")
+ALL_CLIENTS = (*CLIENTS, "awscrt-file", "awscrt-position")
 SHAPES = {"2 MiB": (2 << 20, 256), "8 MiB": (8 << 20, 64)}
 LOADED_BYTES = 512 << 20
 ROUNDS = 3
@@ -95,7 +101,7 @@ def _s3kv(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> Any
 
 
 def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview],
-            to_file: bool = False) -> Any:
+            to_file: bool = False, to_row: bool = False) -> Any:
     import atexit
     import ctypes
     import tempfile
@@ -111,6 +117,18 @@ def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview],
                          tls_mode=s3.S3RequestTlsMode.DISABLED,
                          max_active_connections_override=IN_FLIGHT)
     host = a.url.split("://")[1]
+    if to_row:
+        import inspect
+
+        from awscrt.checksums import crc32c
+
+        if "recv_file_position" not in inspect.signature(s3.S3Client.make_request).parameters:
+            raise SystemExit("awscrt-position needs an awscrt whose make_request takes "
+                             "recv_file_position (bench/evidence/awscrt-recv-file-position"
+                             ".patch); this one does not")
+        # the region's file by its descriptor, as the I/O process holds it (no path published)
+        region_fd = os.open(a.region, os.O_RDWR)
+        region_path = f"/proc/self/fd/{region_fd}"
     spool = tempfile.mkdtemp(prefix="worker-clients-", dir="/dev/shm") if to_file else ""
     if spool:  # each body's file is removed as its request ends; the folder at exit
         atexit.register(os.rmdir, spool)
@@ -132,6 +150,8 @@ def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview],
                         path: str = path, **_: Any) -> None:
                 if error is not None or (status_code or 0) >= 300:
                     failed.append(status_code or error)
+                elif to_row:  # awscrt wrote the row itself; its check, as s3kv's would
+                    crc32c(row)
                 elif to_file:  # the body awscrt wrote, into the row (GIL let go)
                     fd = os.open(path, os.O_RDONLY)
                     try:
@@ -148,10 +168,10 @@ def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview],
 
             request = http.HttpRequest("GET", f"/{a.bucket}/{key}",
                                        http.HttpHeaders([("Host", host)]))
+            into = ({"recv_filepath": region_path, "recv_file_position": n * len(row)}
+                    if to_row else {"recv_filepath": path} if to_file else {"on_body": on_body})
             live.append(client.make_request(
-                type=s3.S3RequestType.GET_OBJECT, request=request, on_done=on_done,
-                on_body=None if to_file else on_body,
-                recv_filepath=path if to_file else None))
+                type=s3.S3RequestType.GET_OBJECT, request=request, on_done=on_done, **into))
         idle.wait()
         if failed:
             raise SystemExit(f"awscrt: {failed[0]}")
@@ -161,6 +181,10 @@ def _awscrt(a: argparse.Namespace, keys: list[str], rows: list[memoryview],
 
 def _awscrt_file(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> Any:
     return _awscrt(a, keys, rows, to_file=True)
+
+
+def _awscrt_position(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> Any:
+    return _awscrt(a, keys, rows, to_row=True)
 
 
 def _obstore(a: argparse.Namespace, keys: list[str], rows: list[memoryview]) -> Any:
@@ -219,7 +243,8 @@ def child(a: argparse.Namespace) -> None:
     view = memoryview(region)
     rows = [view[i * a.size:(i + 1) * a.size] for i in range(a.blocks)]
     load = {"s3kv": _s3kv, "awscrt": _awscrt, "awscrt-file": _awscrt_file,
-            "obstore": _obstore, "pyarrow": _pyarrow}[a.client](a, keys, rows)
+            "awscrt-position": _awscrt_position,
+            "obstore": _obstore, "pyarrow": _pyarrow}[a.client.split("@")[0]](a, keys, rows)
     results = []
     for r in range(ROUNDS + 1):
         view[:] = bytes(len(view))  # zeroed: a row not loaded cannot pass its check
@@ -249,7 +274,9 @@ def main() -> int:
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: a few small blocks, any machine, output not kept")
     p.add_argument("--clients", default=",".join(CLIENTS),
-                   help=f"which, comma-separated, of {', '.join(ALL_CLIENTS)}")
+                   help=f"which, comma-separated, of {', '.join(ALL_CLIENTS)}; an awscrt "
+                        "client as NAME@KIB reads its sockets KIB at a time (awscrt built "
+                        "with awscrt-recv-file-position.patch; default 16)")
     p.add_argument("--block-mib", default="2,8",
                    help="block sizes in MiB, comma-separated (512 MiB loaded at each)")
     p.add_argument("--out", default="worker-clients.json",
@@ -259,7 +286,7 @@ def main() -> int:
         child(a)
         return 0
     CLIENTS = tuple(a.clients.split(","))
-    if unknown := set(CLIENTS) - set(ALL_CLIENTS):
+    if unknown := {c.split("@")[0] for c in CLIENTS} - set(ALL_CLIENTS):
         p.error(f"unknown clients {sorted(unknown)}: choose from {', '.join(ALL_CLIENTS)}")
     if Path(a.out).name != a.out or not a.out.endswith(".json"):
         p.error("--out is a file name ending in .json (written beside this script)")
@@ -270,6 +297,17 @@ def main() -> int:
         SHAPES.clear()
         SHAPES["256 KiB"] = (256 << 10, 8)
     return parent(keep=not a.quick, out=a.out)
+
+
+def awscrt_build() -> str:
+    """awscrt's version, and whether it takes ``recv_file_position`` (the patch)."""
+    import inspect
+
+    import awscrt
+    from awscrt import s3
+
+    patched = "recv_file_position" in inspect.signature(s3.S3Client.make_request).parameters
+    return awscrt.__version__ + (" + awscrt-recv-file-position.patch" if patched else "")
 
 
 def parent(*, keep: bool, out: str = "worker-clients.json") -> int:
@@ -312,7 +350,9 @@ def parent(*, keep: bool, out: str = "worker-clients.json") -> int:
                         "--bucket", bucket, "--key", server.access_key, "--secret",
                         server.secret_key, "--region", str(region), "--crcs",
                         str(work / "crcs.json"), "--size", str(size), "--blocks", str(blocks)]
-                proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+                _, _, kib = client.partition("@")  # the patched build reads it at import
+                child_env = {**env, "AWSCRT_BENCH_MAX_FRAGMENT_KIB": kib} if kib else env
+                proc = subprocess.run(argv, env=child_env, capture_output=True, text=True)
                 if proc.returncode != 0:
                     raise SystemExit(f"{client} {shape}: {proc.stderr[-800:]}")
                 for r, result in enumerate(json.loads(proc.stdout.splitlines()[-1])):
@@ -343,7 +383,8 @@ def parent(*, keep: bool, out: str = "worker-clients.json") -> int:
     doc = {"what": __doc__.split("\n\n")[0], "commit": commit,
            "command": " ".join(["bench/evidence/worker_clients.py", *sys.argv[1:]]),
            "shapes": {k: {"block_bytes": v[0], "blocks": v[1]} for k, v in SHAPES.items()},
-           "in_flight": IN_FLIGHT, "loads_per_process": ROUNDS, "processes_per_client": 2,
+           "awscrt": awscrt_build(), "in_flight": IN_FLIGHT, "loads_per_process": ROUNDS,
+           "processes_per_client": 2,
            "load_average_1m_at_start": round(load, 2), "summary": summary, "runs": runs}
     if keep:
         (HERE / out).write_text(json.dumps(doc, indent=1) + "\n")
