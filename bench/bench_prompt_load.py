@@ -36,6 +36,10 @@ As vLLM's EngineCore does once its scheduler exists, the heap is frozen
 (bench/lib/trust.py). Results go to ``--json`` and, where matplotlib is installed (the
 ``bench`` extra, .venv), the chart to ``--chart``; in .venv-vllm draw it afterwards
 with ``--redraw``.
+
+``--loop-work-ms 0`` leaves the stand-in scheduler's Python work out of each step (it
+only waits and polls): a run with it and one without say how much of a tier's load time
+is the CPU that the scheduler's steps take on this 2-core machine.
 """
 
 from __future__ import annotations
@@ -52,8 +56,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # s3kv, bench.lib and scripts from this checkout
 
+from bench.lib import engine_loop, results  # noqa: E402
 from bench.lib import prompt_report as report  # noqa: E402
-from bench.lib import results  # noqa: E402
 from bench.lib import trust as _trust  # noqa: E402
 from bench.lib.latency_proxy import S3_CONNECTION_BYTES_PER_SECOND, S3_FIRST_BYTE_SECONDS  # noqa: E402
 
@@ -85,6 +89,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="aws-like: rate cap per connection and direction, MB/s (default "
                         "%(default)g, one S3 GET stream; 0: no cap)")
     p.add_argument("--no-freeze", action="store_true", help="skip vLLM's freeze_gc_heap()")
+    p.add_argument("--loop-work-ms", type=float, default=engine_loop.WORK_SECONDS * 1000,
+                   help="the stand-in scheduler's Python work per step, in ms (default "
+                        "%(default)s; 0: its steps only wait and poll the tier, so loads "
+                        "do not share the CPU with scheduler work)")
     p.add_argument("--json", type=Path, default=ROOT / "docs/img/prompt-load.json")
     p.add_argument("--chart", type=Path, default=ROOT / "docs/img/prompt-load.png")
     p.add_argument("--redraw", type=Path, metavar="JSON", help="only draw --chart from a JSON")
@@ -103,6 +111,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "blocks; pick prompt lengths that are multiples of --block-tokens")
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
+    if args.loop_work_ms < 0:
+        p.error("--loop-work-ms is a time per step: 0 or more")
     plain = [link for link in args.links if link in ("rgw-http", "aws-like")]
     if "s3kv-sse-c" in args.tiers and plain:
         # refused before RGW starts: nothing to stop, no directory left behind
@@ -122,6 +132,7 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
     from bench.lib.links import links
     from bench.lib.prompt_run import Case
 
+    engine_loop.WORK_SECONDS = args.loop_work_ms / 1000  # before the loop is calibrated
     os.environ.update({"AWS_EC2_METADATA_DISABLED": "true", "AWS_REGION": "us-east-1"})
     os.environ.pop("AWS_PROFILE", None)
     biggest = max(args.prompts) * args.kv_bytes_per_token
@@ -169,6 +180,7 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
         "prompts": args.prompts, "block_tokens": args.block_tokens,
         "kv_bytes_per_token": args.kv_bytes_per_token, "rounds": args.rounds,
         "warmup": args.warmup, "threads": args.threads, "gc_freeze": not args.no_freeze,
+        "loop_work_ms": args.loop_work_ms,
         "tiers": args.tiers, "ceilings": args.ceilings, "links": settings,
         "proxy_cpu_seconds": proxy_cpu, "cpus": os.cpu_count(),
         "python": platform.python_version(),
