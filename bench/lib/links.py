@@ -39,6 +39,8 @@ class Link:
     conf: str  # the cluster's ceph.conf, for radosgw-admin
     proxy: Any = None
     settings: dict[str, Any] = field(default_factory=dict)
+    server_pids: list[int] = field(default_factory=list)
+    """RGW's processes (monitor, OSD, gateway), whose CPU a job's rows report apart."""
 
     def credentials(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint, "access_key": self.access_key,
@@ -134,6 +136,8 @@ def links(names: list[str], *, memstore_bytes: int, first_byte_seconds: float,
             proxies.append(proxy)
             out[name] = Link(name, proxy.url, *keys, rgw.ca_bundle if tls else None,
                              http_admin, str(rgw.conf), proxy, shape)
+        for link in out.values():
+            link.server_pids = sorted(rgw.pids.values())
         yield out
         failed = False
     finally:

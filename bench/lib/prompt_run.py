@@ -77,6 +77,8 @@ class Unit:
         """The client's CPU per GiB: EngineCore's process and, for s3kv's tier, its I/O
         process together; ``engine_cpu`` holds EngineCore's own share."""
         self.engine_cpu: dict[str, list[float]] = {"store": [], "load": []}
+        self.server_cpu: dict[str, list[float]] = {"store": [], "load": []}
+        """RGW's CPU per GiB over each job (its processes together; not the client's)."""
         self.requests: dict[str, dict[str, int]] = {}
         self.loop: list[engine.Steps] = []
         """The stand-in EngineCore loop beside each load (bench/lib/engine_loop.py)."""
@@ -84,11 +86,14 @@ class Unit:
         """s3kv's I/O process after the last load (:func:`io_process_memory`)."""
 
     def add(self, what: str, seconds: float, cpu_seconds: float, gib: float,
-            engine_cpu_seconds: float | None = None) -> None:
+            engine_cpu_seconds: float | None = None,
+            server_cpu_seconds: float | None = None) -> None:
         self.seconds[what].append(seconds)
         self.cpu[what].append(cpu_seconds / gib)
         if engine_cpu_seconds is not None:
             self.engine_cpu[what].append(engine_cpu_seconds / gib)
+        if server_cpu_seconds is not None:
+            self.server_cpu[what].append(server_cpu_seconds / gib)
 
 
 def io_process_pid(tier: Any) -> int | None:
@@ -214,15 +219,16 @@ class Case:
         ks = h.keys(n, start=next(_key_seeds) * 100_000)
         ctx = lookup_absent(timer, tier, ks, f"prompt-{unit.name}-{r}")
         before = link.requests()
-        seconds, cpu, engine_cpu = self._job(unit, tier.submit_store, "submit_store",
-                                             h.job(ks, range(n), load=False, req=ctx.req_id))
-        unit.add("store", seconds, cpu, self.gib, engine_cpu)
+        seconds, cpu, engine_cpu, server_cpu = self._job(
+            unit, tier.submit_store, "submit_store",
+            h.job(ks, range(n), load=False, req=ctx.req_id))
+        unit.add("store", seconds, cpu, self.gib, engine_cpu, server_cpu)
         middle = link.requests()
         self.rows[n:] = 0
-        seconds, cpu, engine_cpu = self._job(unit, tier.submit_load, "submit_load",
-                                             h.job(ks, range(n, 2 * n), load=True,
-                                                   req=ctx.req_id))
-        unit.add("load", seconds, cpu, self.gib, engine_cpu)
+        seconds, cpu, engine_cpu, server_cpu = self._job(
+            unit, tier.submit_load, "submit_load",
+            h.job(ks, range(n, 2 * n), load=True, req=ctx.req_id))
+        unit.add("load", seconds, cpu, self.gib, engine_cpu, server_cpu)
         if (pid := io_process_pid(tier)) is not None:
             unit.io_process = io_process_memory(pid)
         after = link.requests()
@@ -249,15 +255,16 @@ class Case:
             link.collect_garbage()
 
     def _job(self, unit: Unit, submit: Callable[[Any], None], name: str,
-             job: Any) -> tuple[float, float, float]:
+             job: Any) -> tuple[float, float, float, float]:
         """Submit a job and step the stand-in EngineCore loop until it returns: each step
         does the loop's Python work, waits as for the model, then polls the tier, as
         vLLM's scheduler does. Seconds, the client's CPU (this process's and the tier's
-        I/O process's, if it runs one) and this process's alone; the loop's own work is
-        left out of both."""
+        I/O process's, if it runs one) and this process's alone, the loop's own work left
+        out of both; and RGW's CPU over the job (its processes together)."""
         tier, timer = unit.thing, unit.timer
         worker = io_process_pid(tier)
         w0 = process_cpu_seconds(worker)
+        s0 = sum(process_cpu_seconds(pid) for pid in self.link.server_pids)
         c0, t0 = time.process_time(), time.perf_counter()
         timer(name, submit, job)
         finished: list[Any] = []
@@ -269,6 +276,7 @@ class Case:
         steps = engine.run_until(poll)
         seconds = time.perf_counter() - t0
         engine_cpu = time.process_time() - c0 - steps.work_cpu_seconds
+        server_cpu = sum(process_cpu_seconds(pid) for pid in self.link.server_pids) - s0
         if [d.job_id for d in finished] != [job.job_id] or not finished[0].success:
             reason = "; ".join(str(d.job_id) for d in finished)
             raise RuntimeError(f"{unit.name} on {self.link.name}: {name} of job {job.job_id} "
@@ -276,7 +284,7 @@ class Case:
         cpu = engine_cpu + process_cpu_seconds(worker) - w0  # the same process throughout
         if name == "submit_load":
             unit.loop.append(steps)
-        return seconds, cpu, engine_cpu
+        return seconds, cpu, engine_cpu, server_cpu
 
     # -- results ------------------------------------------------------------------------
 
@@ -307,6 +315,9 @@ class Case:
                 samples[f"{what}_cpu_s_per_gib"] = cpu
                 if unit.engine_cpu[what]:
                     row[f"{what}_engine_cpu_s_per_gib"] = statistics.median(unit.engine_cpu[what])
+                if unit.server_cpu[what]:
+                    row[f"{what}_server_cpu_s_per_gib"] = round(
+                        statistics.median(unit.server_cpu[what]), 3)
             if unit.io_process is not None:
                 row["io_process"] = unit.io_process
             if unit.kind == "tier":

@@ -39,9 +39,14 @@ def test_the_prompt_benchmark_measures_both_tiers_and_the_ceilings_through_the_p
             assert {"lookup", "submit_store", "submit_load", "get_finished_jobs"} <= set(
                 r["calls_us"])
             assert r["loop"]["steps_per_s"] > 0 and len(r["loop"]["steps_per_s_runs"]) == 2
+            # RGW's own CPU over each job, apart from the client's (the proxy's is apart too);
+            # a job this small may take less than a clock tick of it
+            assert r["load_server_cpu_s_per_gib"] >= 0 <= r["store_server_cpu_s_per_gib"]
             seen = r["requests"]
             assert seen["store"]["PUT"] >= 2 and seen["load"]["GET"] >= 2
         assert rows[(link, "engine-idle")]["loop"]["steps_per_s"] > 0
+        assert sum(rows[(link, tier)][f"{what}_server_cpu_s_per_gib"]
+                   for tier in ("s3kv", "vllm-obj", "s3kv-16") for what in ("load", "store")) > 0
         assert rows[(link, CRT)]["settings"]["connections"] == 16
         assert rows[(link, CRT)]["requests"]["load"]["GET"] >= 2
         assert doc["meta"]["links"][link] == {"first_byte_ms": 5.0, "connection_mb_s": 50.0}
