@@ -107,7 +107,9 @@ def test_every_evidence_json_a_doc_links_was_recorded_on_a_quiet_machine() -> No
             path = (here / link).resolve()
             assert path.is_file(), f"{page} links {link}, which does not exist"
             doc = json.loads(path.read_text())
-            load = doc.get("load_average_1m_at_start", doc.get("load_average_at_start"))
+            # evidence scripts record it at the top; a benchmark's own JSON under "trust"
+            load = doc.get("load_average_1m_at_start", doc.get(
+                "load_average_at_start", doc.get("trust", {}).get("load_average_1m")))
             assert load is not None and load < 1, (
                 f"{page} links {link}: its load average at the start is {load}, not under "
                 "1; rerun it on a quiet machine")
