@@ -288,6 +288,15 @@ def main() -> int:
     CLIENTS = tuple(a.clients.split(","))
     if unknown := {c.split("@")[0] for c in CLIENTS} - set(ALL_CLIENTS):
         p.error(f"unknown clients {sorted(unknown)}: choose from {', '.join(ALL_CLIENTS)}")
+    for client in (c for c in CLIENTS if "@" in c):
+        name, _, kib = client.partition("@")
+        if name not in ("s3kv", "awscrt", "awscrt-file", "awscrt-position") or \
+                not kib.isdigit() or not int(kib):
+            p.error(f"{client}: NAME@KIB is an awscrt client (s3kv, awscrt, awscrt-file, "
+                    "awscrt-position) and a whole number of KiB, as awscrt@256")
+        if "patch" not in awscrt_build():  # the stock build would ignore it, unlabelled
+            p.error(f"{client}: this awscrt reads 16 KiB at a time whatever is asked; "
+                    "build it with awscrt-recv-file-position.patch (see its header)")
     if Path(a.out).name != a.out or not a.out.endswith(".json"):
         p.error("--out is a file name ending in .json (written beside this script)")
     SHAPES.clear()
