@@ -32,6 +32,11 @@ durations=(--durations=15 --durations-min=0.5)
 # The vLLM venvs may be shared with another checkout: this one's s3kv comes first there.
 vllm_path="$repo${PYTHONPATH:+:$PYTHONPATH}"
 
+# vLLM names each engine's ZMQ sockets by UUID under VLLM_RPC_BASE_PATH (default: TMPDIR)
+# and leaves them there when the engine exits: this run's go in a folder removed at exit.
+rpc_dir="$(mktemp -d "${TMPDIR:-/tmp}/s3kv-test-vllm-rpc.XXXXXX")"
+export VLLM_RPC_BASE_PATH="$rpc_dir"
+
 # On any failure, stop the background builds and runs this script started.
 cleanup() {
   local job
@@ -39,6 +44,7 @@ cleanup() {
     pkill -TERM -P "$job" 2>/dev/null || true
     kill "$job" 2>/dev/null || true
   done
+  rm -rf "$rpc_dir"
 }
 trap cleanup EXIT
 
