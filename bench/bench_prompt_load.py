@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, trust: dict[str, Any]) -> dict[str, Any]:
     from bench.lib.links import links
     from bench.lib.prompt_run import Case
 
-    engine_loop.WORK_SECONDS = args.loop_work_ms / 1000  # before the loop is calibrated
+    engine_loop.set_work(args.loop_work_ms / 1000)
     os.environ.update({"AWS_EC2_METADATA_DISABLED": "true", "AWS_REGION": "us-east-1"})
     os.environ.pop("AWS_PROFILE", None)
     biggest = max(args.prompts) * args.kv_bytes_per_token

@@ -62,7 +62,6 @@ def summary(values: list[float]) -> dict[str, float]:
             "max": round(max(values), 3)}  # fmt: skip
 
 
-
 def before_after_parser(description: str) -> argparse.ArgumentParser:
     """The options every before/after run takes (its own are added by the caller)."""
     parser = argparse.ArgumentParser(description=description)
@@ -116,6 +115,7 @@ def write_before_after(path: Path, args: argparse.Namespace, command: str, load:
         for label, cell in cells.items():
             print(f"{label:>14} {name:>7} " + " ".join(
                 f"{c['median']:>8.3f} ({c['min']:.2f}-{c['max']:.2f})" for c in cell.values()))
+
 
 def cpu_of(pid: int) -> float:
     """CPU seconds (user + system) process ``pid`` has used so far, from /proc."""

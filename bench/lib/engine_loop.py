@@ -26,6 +26,12 @@ WAIT_SECONDS = 0.0015
 _iterations = 0
 
 
+def set_work(seconds: float) -> None:
+    """The Python work per step from now on (the next step calibrates it afresh)."""
+    global WORK_SECONDS, _iterations
+    WORK_SECONDS, _iterations = seconds, 0
+
+
 def calibrate() -> int:
     """Iterations of :func:`work` that take ``WORK_SECONDS`` here, alone (once)."""
     global _iterations
